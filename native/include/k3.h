@@ -6,7 +6,8 @@
  *   New failures get new numbers at the end.
  * - Every call that can fail returns a k3_status. When it is not K3_OK, a detail string
  *   naming the file, tensor, field and numbers involved is available from the handle the
- *   call was made on (or from k3_last_error() for calls without a handle).
+ *   call was made on (k3_*_error()); calls that create a handle, having none yet, write it
+ *   into a caller-owned `char *detail, size_t detail_size` buffer instead.
  * - The library never exits the process, never prints unless asked, and never keeps a
  *   pointer to caller memory past the call that received it.
  * - Threading: a handle is used by one thread at a time. k3_cancel() is the exception:

@@ -45,7 +45,7 @@ await buildNodeScripts(sources, path.join(root, 'test'), outdir);
 const compiled = sources.map((f) =>
   path.join(outdir, path.relative(path.join(root, 'test'), f)).replace(/\.ts$/, '.js'),
 );
-step('TypeScript tests', process.execPath, ['--enable-source-maps', '--test', ...compiled]);
+step('TypeScript tests', process.execPath, ['--enable-source-maps', '--test', '--test-reporter=spec', ...compiled]);
 
 if (failures.length) {
   console.error(`\ntest: FAILED: ${failures.join('; ')}`);

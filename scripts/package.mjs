@@ -1,0 +1,33 @@
+// package.mjs - `npm run package`: a minified build, then `vsce package` for this platform
+// (the native addon is platform code), writing k3-code-<version>-linux-x64.vsix at the
+// repository root. What goes in is decided by .vscodeignore (an allow-list).
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { root } from './esbuild-common.mjs';
+
+const target = `${process.platform}-${process.arch}`;
+const { version } = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
+const out = path.join(root, `k3-code-${version}-${target}.vsix`);
+
+for (const [cmd, argv] of [
+  [process.execPath, [path.join(root, 'scripts/build.mjs'), '--minify']],
+  [
+    process.execPath,
+    [
+      path.join(root, 'node_modules/@vscode/vsce/vsce'),
+      'package',
+      '--target', target,
+      '--no-dependencies',
+      '--allow-missing-repository',
+      '--out', out,
+    ],
+  ],
+]) {
+  const r = spawnSync(cmd, argv, { stdio: 'inherit', cwd: root });
+  if (r.status !== 0) {
+    console.error(`package: '${path.basename(argv[0])} ${argv.slice(1).join(' ')}' failed`);
+    process.exit(1);
+  }
+}
+console.log(`package: wrote ${path.relative(root, out)}`);

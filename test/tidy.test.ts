@@ -1,0 +1,76 @@
+// tidy.test.ts - the repository's own invariants, checked on the source tree: every source
+// file says what it is for in its opening comment, dependencies point one way (server/
+// never imports vscode, the addon sees only k3.h, the engine never sees Node), tests are
+// never focused or skipped, and the command table matches package.json.
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { repoRoot } from './support/paths';
+
+const SOURCE_DIRS = ['extension', 'server', 'webview', 'scripts', 'test', 'native/src', 'native/include', 'native/tools', 'native/tests', 'native/addon'];
+const SOURCE_EXT = /\.(ts|mjs|js|c|h|cc)$/;
+const SKIP_DIRS = new Set(['node_modules', 'data', 'build']);
+
+function walk(dir: string): string[] {
+  if (!fs.existsSync(dir)) return [];
+  const out: string[] = [];
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) {
+      if (!SKIP_DIRS.has(e.name)) out.push(...walk(p));
+    } else if (SOURCE_EXT.test(e.name)) out.push(p);
+  }
+  return out;
+}
+
+const sources = SOURCE_DIRS.flatMap((d) => walk(path.join(repoRoot, d)));
+const rel = (f: string) => path.relative(repoRoot, f);
+const read = (f: string) => fs.readFileSync(f, 'utf8');
+
+test('every source file opens with a comment saying what it is for', () => {
+  assert.ok(sources.length > 20, `found only ${sources.length} source files`);
+  const bare = sources.filter((f) => {
+    const lines = read(f).split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#!'));
+    const first = lines[0]?.trim() ?? '';
+    const opening = first.startsWith('//') || first.startsWith('/*');
+    return !opening || lines.slice(0, 6).join(' ').replace(/[/*\s]/g, '').length < 30;
+  });
+  assert.deepEqual(bare.map(rel), []);
+});
+
+test('server code never imports vscode', () => {
+  const offenders = walk(path.join(repoRoot, 'server')).filter((f) =>
+    /(from\s+['"]vscode['"]|require\(\s*['"]vscode['"]\s*\))/.test(read(f)),
+  );
+  assert.deepEqual(offenders.map(rel), []);
+});
+
+test('the addon includes only the public engine header besides napi and the C++ library', () => {
+  for (const f of walk(path.join(repoRoot, 'native/addon'))) {
+    const quoted = [...read(f).matchAll(/#include\s+"([^"]+)"/g)].map((m) => m[1]);
+    assert.deepEqual(quoted.filter((h) => h !== 'k3.h'), [], `${rel(f)} includes engine internals`);
+  }
+});
+
+test('the engine sources never depend on Node', () => {
+  const engine = ['native/src', 'native/include', 'native/tools', 'native/tests'].flatMap((d) => walk(path.join(repoRoot, d)));
+  const offenders = engine.filter((f) => /#include\s*[<"](napi|node_api|node)\.h/.test(read(f)));
+  assert.deepEqual(offenders.map(rel), []);
+});
+
+test('no test is focused or skipped', () => {
+  const pattern = /\b(test|it|describe|suite)\.(only|skip|todo)\s*\(|\{\s*(only|skip|todo)\s*:\s*true/;
+  const offenders = walk(path.join(repoRoot, 'test'))
+    .filter((f) => f !== __filename && !f.endsWith('tidy.test.ts'))
+    .filter((f) => pattern.test(read(f)));
+  assert.deepEqual(offenders.map(rel), []);
+});
+
+test('every command declared in package.json is in the extension command table and back', () => {
+  const manifest = JSON.parse(read(path.join(repoRoot, 'package.json')));
+  const declared = (manifest.contributes.commands as { command: string }[]).map((c) => c.command).sort();
+  const table = read(path.join(repoRoot, 'extension/commands.ts'));
+  const registered = [...table.matchAll(/^\s*'(k3\.[A-Za-z.]+)':/gm)].map((m) => m[1]).sort();
+  assert.deepEqual(registered, declared);
+});

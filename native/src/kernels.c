@@ -1,0 +1,110 @@
+/* kernels.c - the scalar reference dot products, the row/token tiling shared by every
+ * implementation, and the choice of implementation. Each dot accumulates in column order
+ * into one float, except MXFP4, which sums each 32-column block of (2*E2M1 integer) * x
+ * first and then adds block_sum * 2^(scale - 128): the same block structure the SIMD twin
+ * uses, so both round alike. */
+#include "kernels.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+
+static void scalar_dot_f32(const float *row, const float *x, int ldx, int n, int cols, float *y) {
+    for (int t = 0; t < n; t++) {
+        const float *xt = x + (long)t * ldx;
+        float acc = 0.0f;
+        for (int c = 0; c < cols; c++)
+            acc += row[c] * xt[c];
+        y[t] = acc;
+    }
+}
+
+static void scalar_dot_bf16(const uint16_t *row, const float *x, int ldx, int n, int cols, float *y) {
+    for (int t = 0; t < n; t++) {
+        const float *xt = x + (long)t * ldx;
+        float acc = 0.0f;
+        for (int c = 0; c < cols; c++)
+            acc += dtype_bf16_to_f32(row[c]) * xt[c];
+        y[t] = acc;
+    }
+}
+
+/* Twice the E2M1 magnitude, signed: exact small integers. */
+static const float mxfp4_twice[16] = {0, 1, 2, 3, 4, 6, 8, 12, -0.0f, -1, -2, -3, -4, -6, -8, -12};
+
+static void scalar_dot_mxfp4(const uint8_t *packed, const uint8_t *scale, const float *x, int ldx, int n, int cols,
+                             float *y) {
+    for (int t = 0; t < n; t++) {
+        const float *xt = x + (long)t * ldx;
+        float acc = 0.0f;
+        for (int b = 0; b < cols / DTYPE_MXFP4_BLOCK; b++) {
+            const uint8_t *p = packed + b * (DTYPE_MXFP4_BLOCK / 2);
+            const float *xb = xt + b * DTYPE_MXFP4_BLOCK;
+            float block = 0.0f;
+            for (int i = 0; i < DTYPE_MXFP4_BLOCK / 2; i++) {
+                block += mxfp4_twice[p[i] & 15] * xb[2 * i];
+                block += mxfp4_twice[p[i] >> 4] * xb[2 * i + 1];
+            }
+            acc += block * ldexpf(1.0f, (int)scale[b] - 128);
+        }
+        y[t] = acc;
+    }
+}
+
+const kernels_impl kernels_scalar = {"scalar", scalar_dot_f32, scalar_dot_bf16, scalar_dot_mxfp4};
+
+const kernels_impl *kernels_best(void) {
+    static const kernels_impl *chosen;
+    if (!chosen) {
+        const char *force = getenv("K3_KERNELS");
+        const kernels_impl *simd = kernels_avx2();
+        chosen = (force && !strcmp(force, "scalar")) || !simd ? &kernels_scalar : simd;
+    }
+    return chosen;
+}
+
+typedef struct {
+    const kernels_impl *impl;
+    const kernels_matrix *w;
+    const float *x;
+    int ldx, n;
+    float *y;
+    int ldy;
+} matmul_job;
+
+static void matmul_rows(void *arg, int r0, int r1) {
+    const matmul_job *j = arg;
+    const kernels_matrix *w = j->w;
+    float out[KERNELS_TILE];
+    for (int r = r0; r < r1; r++) {
+        for (int t0 = 0; t0 < j->n; t0 += KERNELS_TILE) {
+            const int nt = j->n - t0 < KERNELS_TILE ? j->n - t0 : KERNELS_TILE;
+            const float *xt = j->x + (long)t0 * j->ldx;
+            switch (w->type) {
+            case KERNELS_F32:
+                j->impl->dot_f32((const float *)w->data + (long)r * w->cols, xt, j->ldx, nt, w->cols, out);
+                break;
+            case KERNELS_BF16:
+                j->impl->dot_bf16((const uint16_t *)w->data + (long)r * w->cols, xt, j->ldx, nt, w->cols, out);
+                break;
+            case KERNELS_MXFP4:
+                j->impl->dot_mxfp4((const uint8_t *)w->data + (long)r * (w->cols / 2),
+                                   w->scale + (long)r * (w->cols / DTYPE_MXFP4_BLOCK), xt, j->ldx, nt, w->cols,
+                                   out);
+                break;
+            }
+            for (int t = 0; t < nt; t++)
+                j->y[(long)(t0 + t) * j->ldy + r] = out[t];
+        }
+    }
+}
+
+void kernels_matmul(const kernels_impl *impl, const kernels_matrix *w, const float *x, int ldx, int n, float *y,
+                    int ldy, threads *pool) {
+    matmul_job job = {impl, w, x, ldx, n, y, ldy};
+    /* Grain: enough rows per chunk to amortise the hand-out, small enough to balance. */
+    const int grain = w->rows >= 1024 ? 64 : 16;
+    threads_run(pool, w->rows, grain, matmul_rows, &job);
+}

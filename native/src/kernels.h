@@ -1,0 +1,54 @@
+/* kernels.h - matrix products of stored weights (bf16, f32, MXFP4) with f32 activations,
+ * the engine's only heavy arithmetic.
+ *
+ * Batch and thread invariance: every output element y[t][r] is one dot product of weight
+ * row r with input row t, computed by the same instruction sequence whatever the number of
+ * tokens in the call and whatever the thread that runs it. Threads split output rows;
+ * tokens are grouped (up to KERNELS_TILE) only so a weight row is read from memory once
+ * per batch, never to change how a single dot product is accumulated. So prefill, one-
+ * token decode and batched verification give bit-identical results for the same position.
+ *
+ * Each implementation (scalar reference, AVX2) fills a kernels_impl; kernels_best() picks
+ * one by a run-time CPU check. Implementations agree within rounding, not bit for bit, so
+ * a process uses one of them throughout. */
+#ifndef K3_KERNELS_H
+#define K3_KERNELS_H
+
+#include <stdint.h>
+
+#include "threads.h"
+
+#define KERNELS_TILE 4
+
+typedef enum kernels_wtype { KERNELS_F32, KERNELS_BF16, KERNELS_MXFP4 } kernels_wtype;
+
+/* A weight matrix W[rows][cols] in place (nn.Linear layout: y = W x). */
+typedef struct kernels_matrix {
+    kernels_wtype type;
+    int rows, cols;
+    const void *data;     /* f32/bf16: (rows, cols); MXFP4: packed nibbles (rows, cols/2) */
+    const uint8_t *scale; /* MXFP4 only: E8M0 (rows, cols/32) */
+} kernels_matrix;
+
+/* y[t] = dot(W row, x + t*ldx) for t < n (1 <= n <= KERNELS_TILE); cols as in the matrix. */
+typedef struct kernels_impl {
+    const char *name;
+    void (*dot_f32)(const float *row, const float *x, int ldx, int n, int cols, float *y);
+    void (*dot_bf16)(const uint16_t *row, const float *x, int ldx, int n, int cols, float *y);
+    void (*dot_mxfp4)(const uint8_t *packed, const uint8_t *scale, const float *x, int ldx, int n, int cols,
+                      float *y);
+} kernels_impl;
+
+extern const kernels_impl kernels_scalar;
+/* NULL when this build or this CPU has no AVX2/FMA. */
+const kernels_impl *kernels_avx2(void);
+/* The fastest implementation this CPU runs; K3_KERNELS=scalar in the environment forces
+ * the reference (for comparisons). */
+const kernels_impl *kernels_best(void);
+
+/* Y[t][r] = sum_c W[r][c] * X[t][c] for t < n, r < rows. X: (n, ldx) with ldx >= cols;
+ * Y: (n, ldy) with ldy >= rows. Rows are split across the pool's threads. */
+void kernels_matmul(const kernels_impl *impl, const kernels_matrix *w, const float *x, int ldx, int n, float *y,
+                    int ldy, threads *pool);
+
+#endif

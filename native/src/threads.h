@@ -1,0 +1,25 @@
+/* threads.h - a fixed pool of worker threads that runs one parallel loop at a time.
+ * The engine splits work by OUTPUT rows only, so what a row computes never depends on
+ * how many threads there are or which one ran it: 1 thread == N threads, bit for bit.
+ * Not for nested parallelism: a task must not call threads_run on the same pool. */
+#ifndef K3_THREADS_H
+#define K3_THREADS_H
+
+#include "error.h"
+
+typedef struct threads threads;
+
+/* fn(arg, begin, end) computes items [begin, end). */
+typedef void (*threads_fn)(void *arg, int begin, int end);
+
+/* n_threads >= 1 (the calling thread counts as one). */
+k3_status threads_new(int n_threads, threads **out, k3_error *err);
+void threads_free(threads *pool);
+int threads_count(const threads *pool);
+
+/* Runs fn over [0, n_items) split into contiguous chunks of `grain` items (the last may be
+ * shorter), chunks handed out dynamically; returns when all are done. pool may be NULL
+ * (runs inline). */
+void threads_run(threads *pool, int n_items, int grain, threads_fn fn, void *arg);
+
+#endif

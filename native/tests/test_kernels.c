@@ -1,0 +1,151 @@
+/* test_kernels.c - the matrix kernels: every SIMD twin equals the scalar reference within
+ * rounding on odd shapes, the scalar reference equals a double-precision sum, and results
+ * are bit-identical whatever the batch size and the thread count. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "harness.h"
+#include "kernels.h"
+
+/* Deterministic pseudo-random numbers in [-1, 1). */
+static float rnd(unsigned *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+typedef struct {
+    kernels_matrix m;
+    void *data;
+    uint8_t *scale;
+} test_matrix;
+
+static test_matrix make_matrix(kernels_wtype type, int rows, int cols, unsigned seed) {
+    test_matrix t = {{type, rows, cols, NULL, NULL}, NULL, NULL};
+    if (type == KERNELS_F32) {
+        float *d = malloc(sizeof(float) * rows * cols);
+        for (int i = 0; i < rows * cols; i++)
+            d[i] = rnd(&seed);
+        t.data = d;
+    } else if (type == KERNELS_BF16) {
+        uint16_t *d = malloc(sizeof(uint16_t) * rows * cols);
+        for (int i = 0; i < rows * cols; i++)
+            d[i] = dtype_f32_to_bf16(rnd(&seed));
+        t.data = d;
+    } else {
+        uint8_t *d = malloc((size_t)rows * cols / 2);
+        t.scale = malloc((size_t)rows * cols / 32);
+        for (int i = 0; i < rows * cols / 2; i++)
+            d[i] = (uint8_t)(rnd(&seed) * 128 + 128);
+        for (int i = 0; i < rows * cols / 32; i++)
+            t.scale[i] = (uint8_t)(120 + (int)((rnd(&seed) + 1) * 5)); /* 2^-7 .. 2^2 */
+        t.data = d;
+    }
+    t.m.data = t.data;
+    t.m.scale = t.scale;
+    return t;
+}
+
+static void free_matrix(test_matrix *t) {
+    free(t->data);
+    free(t->scale);
+}
+
+/* The exact value of W[r][c] as a double. */
+static double weight_at(const kernels_matrix *m, int r, int c) {
+    if (m->type == KERNELS_F32)
+        return ((const float *)m->data)[(long)r * m->cols + c];
+    if (m->type == KERNELS_BF16)
+        return dtype_bf16_to_f32(((const uint16_t *)m->data)[(long)r * m->cols + c]);
+    const uint8_t b = ((const uint8_t *)m->data)[(long)r * m->cols / 2 + c / 2];
+    return (double)dtype_e2m1_value(c & 1 ? b >> 4 : b & 15) * dtype_e8m0_value(m->scale[(long)r * m->cols / 32 + c / 32]);
+}
+
+static float *make_input(int n, int cols, unsigned seed) {
+    float *x = malloc(sizeof(float) * n * cols);
+    for (int i = 0; i < n * cols; i++)
+        x[i] = rnd(&seed);
+    return x;
+}
+
+static const kernels_wtype all_types[] = {KERNELS_F32, KERNELS_BF16, KERNELS_MXFP4};
+
+TEST(scalar_kernels_match_a_double_precision_sum) {
+    for (int k = 0; k < 3; k++) {
+        const int rows = 37, cols = k == 2 ? 96 : 53, n = 5;
+        test_matrix w = make_matrix(all_types[k], rows, cols, 7u + k);
+        float *x = make_input(n, cols, 99u), *y = malloc(sizeof(float) * n * rows);
+        kernels_matmul(&kernels_scalar, &w.m, x, cols, n, y, rows, NULL);
+        for (int t = 0; t < n; t++)
+            for (int r = 0; r < rows; r++) {
+                double want = 0, mag = 0;
+                for (int c = 0; c < cols; c++) {
+                    want += weight_at(&w.m, r, c) * x[t * cols + c];
+                    mag += fabs(weight_at(&w.m, r, c) * x[t * cols + c]);
+                }
+                CHECK_NEAR(y[t * rows + r], want, 1e-6 * mag + 1e-7);
+            }
+        free(x);
+        free(y);
+        free_matrix(&w);
+    }
+}
+
+TEST(avx2_kernels_equal_the_scalar_reference_on_odd_shapes) {
+    const kernels_impl *simd = kernels_avx2();
+    if (!simd) {
+        printf("  (no AVX2/FMA on this CPU: only the scalar kernels exist here)\n");
+        return;
+    }
+    static const int shapes[][2] = {{1, 32}, {3, 17}, {7, 33}, {13, 100}, {5, 1}, {29, 160}, {2, 4096}};
+    for (int k = 0; k < 3; k++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            int rows = shapes[s][0], cols = shapes[s][1];
+            if (all_types[k] == KERNELS_MXFP4)
+                cols = (cols + 31) / 32 * 32;
+            for (int n = 1; n <= 7; n += 3) {
+                test_matrix w = make_matrix(all_types[k], rows, cols, 11u * (unsigned)s + k);
+                float *x = make_input(n, cols + 3, 5u), *ya = malloc(sizeof(float) * n * rows),
+                      *yb = malloc(sizeof(float) * n * rows);
+                kernels_matmul(&kernels_scalar, &w.m, x, cols + 3, n, ya, rows, NULL);
+                kernels_matmul(simd, &w.m, x, cols + 3, n, yb, rows, NULL);
+                for (int i = 0; i < n * rows; i++)
+                    CHECK_NEAR(yb[i], ya[i], 2e-6 * sqrt((double)cols) * (1 + fabs(ya[i])));
+                free(x);
+                free(ya);
+                free(yb);
+                free_matrix(&w);
+            }
+        }
+}
+
+/* One token alone, or the same token inside a batch of 9, gives the same bits. */
+TEST(matmul_is_bit_identical_across_batch_sizes_and_thread_counts) {
+    threads *pool2 = NULL;
+    CHECK(threads_new(2, &pool2, NULL) == K3_OK);
+    const kernels_impl *impls[2] = {&kernels_scalar, kernels_avx2()};
+    for (int i = 0; i < 2; i++) {
+        if (!impls[i])
+            continue;
+        for (int k = 0; k < 3; k++) {
+            const int rows = 300, cols = 96 + 32 * (k != 2) + 5 * (k != 2), n = 9;
+            test_matrix w = make_matrix(all_types[k], rows, cols, 3u + k);
+            float *x = make_input(n, cols, 17u);
+            float *batch = malloc(sizeof(float) * n * rows), *threaded = malloc(sizeof(float) * n * rows),
+                  *single = malloc(sizeof(float) * rows);
+            kernels_matmul(impls[i], &w.m, x, cols, n, batch, rows, NULL);
+            kernels_matmul(impls[i], &w.m, x, cols, n, threaded, rows, pool2);
+            CHECK(memcmp(batch, threaded, sizeof(float) * n * rows) == 0);
+            for (int t = 0; t < n; t++) {
+                kernels_matmul(impls[i], &w.m, x + t * cols, cols, 1, single, rows, pool2);
+                CHECK(memcmp(single, batch + t * rows, sizeof(float) * rows) == 0);
+            }
+            free(x);
+            free(batch);
+            free(threaded);
+            free(single);
+            free_matrix(&w);
+        }
+    }
+    threads_free(pool2);
+}

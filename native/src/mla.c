@@ -1,0 +1,107 @@
+/* mla.c - one MLA layer over a batch of tokens, absorbed form (see mla.h and
+ * k3-architecture §3.5). Projections are batched matmuls; attention runs per token and head
+ * over the cache rows up to that token's position, in position order. */
+#include "mla.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "ops.h"
+
+int mla_cache_row_floats(const mla_dims *dm) {
+    return dm->kv_lora + dm->rope;
+}
+
+long mla_scratch_floats(const mla_dims *dm, int n, int capacity) {
+    const long qdim = (long)dm->heads * (dm->nope + dm->rope);
+    const long vdim = (long)dm->heads * dm->v_head;
+    return (long)n * (dm->q_lora + qdim + mla_cache_row_floats(dm) + 2 * vdim + (long)dm->heads * dm->kv_lora) +
+           capacity + 2L * dm->kv_lora;
+}
+
+/* Row r of a f32 or bf16 matrix as floats: a pointer into the weights, or into tmp. */
+static const float *row_f32(const kernels_matrix *m, int r, float *tmp) {
+    if (m->type == KERNELS_F32)
+        return (const float *)m->data + (long)r * m->cols;
+    const uint16_t *src = (const uint16_t *)m->data + (long)r * m->cols;
+    for (int c = 0; c < m->cols; c++)
+        tmp[c] = dtype_bf16_to_f32(src[c]);
+    return tmp;
+}
+
+void mla_forward(const mla_dims *dm, const mla_weights *w, float *cache, int start, const float *x, int n,
+                 float *out, float *scratch, const kernels_impl *impl, threads *pool) {
+    const int d = dm->hidden, H = dm->heads, L = dm->kv_lora, R = dm->rope;
+    const int qh = dm->nope + dm->rope, kvh = dm->nope + dm->v_head, row = mla_cache_row_floats(dm);
+    const long qdim = (long)H * qh, vdim = (long)H * dm->v_head;
+    float *cq = scratch;                 /* (n, q_lora) */
+    float *q = cq + (long)n * dm->q_lora; /* (n, H*(nope+rope)) */
+    float *ckv = q + (long)n * qdim;     /* (n, kv_lora+rope) */
+    float *gate = ckv + (long)n * row;   /* (n, H*v) */
+    float *o = gate + (long)n * vdim;    /* (n, H*v) */
+    float *lat = o + (long)n * vdim;     /* (n, H, kv_lora) attention output in latent space */
+    float *scores = lat + (long)n * H * L; /* (capacity) */
+    float *qt = scores + start + n;      /* (kv_lora) absorbed query; sized by capacity above */
+    float *tmp = qt + L;                 /* (kv_lora) a converted kv_b row */
+
+    kernels_matmul(impl, &w->q_a, x, d, n, cq, dm->q_lora, pool);
+    for (int t = 0; t < n; t++)
+        ops_rmsnorm(cq + (long)t * dm->q_lora, w->q_a_norm, dm->q_lora, dm->lora_eps, cq + (long)t * dm->q_lora);
+    kernels_matmul(impl, &w->q_b, cq, dm->q_lora, n, q, (int)qdim, pool);
+    kernels_matmul(impl, &w->kv_a, x, d, n, ckv, row, pool);
+    for (int t = 0; t < n; t++) {
+        float *dst = cache + (long)(start + t) * row;
+        ops_rmsnorm(ckv + (long)t * row, w->kv_a_norm, L, dm->lora_eps, dst);
+        memcpy(dst + L, ckv + (long)t * row + L, sizeof(float) * R);
+    }
+    if (dm->out_gate)
+        kernels_matmul(impl, &w->g, x, d, n, gate, (int)vdim, pool);
+
+    const float scale = 1.0f / sqrtf((float)qh);
+    for (int t = 0; t < n; t++) {
+        const int len = start + t + 1; /* causal: positions 0..start+t */
+        for (int h = 0; h < H; h++) {
+            const float *qn = q + (long)t * qdim + (long)h * qh, *qp = qn + dm->nope;
+            /* Absorb W_UK: qt = W_UK[h]^T q_nope. */
+            for (int j = 0; j < L; j++)
+                qt[j] = 0.0f;
+            for (int i = 0; i < dm->nope; i++) {
+                const float *wr = row_f32(&w->kv_b, h * kvh + i, tmp);
+                for (int j = 0; j < L; j++)
+                    qt[j] += wr[j] * qn[i];
+            }
+            for (int s = 0; s < len; s++) {
+                const float *cs = cache + (long)s * row;
+                float acc = 0.0f;
+                for (int j = 0; j < L; j++)
+                    acc += qt[j] * cs[j];
+                for (int j = 0; j < R; j++)
+                    acc += qp[j] * cs[L + j];
+                scores[s] = acc * scale;
+            }
+            ops_softmax(scores, len);
+            float *lh = lat + ((long)t * H + h) * L;
+            for (int j = 0; j < L; j++)
+                lh[j] = 0.0f;
+            for (int s = 0; s < len; s++) {
+                const float *cs = cache + (long)s * row;
+                for (int j = 0; j < L; j++)
+                    lh[j] += scores[s] * cs[j];
+            }
+        }
+    }
+    /* Un-absorb W_UV per head: o_h = W_UV[h] lat_h, batched over tokens. */
+    for (int h = 0; h < H; h++) {
+        kernels_matrix uv = w->kv_b;
+        uv.rows = dm->v_head;
+        uv.data = w->kv_b.type == KERNELS_F32
+                      ? (const void *)((const float *)w->kv_b.data + (long)(h * kvh + dm->nope) * L)
+                      : (const void *)((const uint16_t *)w->kv_b.data + (long)(h * kvh + dm->nope) * L);
+        kernels_matmul(impl, &uv, lat + (long)h * L, H * L, n, o + (long)h * dm->v_head, (int)vdim, NULL);
+    }
+    if (dm->out_gate)
+        for (long i = 0; i < (long)n * vdim; i++)
+            o[i] *= ops_sigmoid(gate[i]);
+    kernels_matmul(impl, &w->o, o, (int)vdim, n, out, d, pool);
+}

@@ -1,0 +1,127 @@
+/* moe.c - SiTU-GLU MLP and latent MoE over a batch of tokens (see moe.h). */
+#include "moe.h"
+
+#include <string.h>
+
+#include "ops.h"
+
+long moe_mlp_scratch_floats(int inter, int n) {
+    return 2L * n * inter;
+}
+
+void moe_mlp_forward(const moe_mlp *w, int d, int inter, float beta, float linear_beta, const float *x, int n,
+                     float *out, float *scratch, const kernels_impl *impl, threads *pool) {
+    float *g = scratch, *u = scratch + (long)n * inter;
+    kernels_matmul(impl, &w->gate, x, d, n, g, inter, pool);
+    kernels_matmul(impl, &w->up, x, d, n, u, inter, pool);
+    ops_situ(g, u, n * inter, beta, linear_beta, g);
+    kernels_matmul(impl, &w->down, g, inter, n, out, d, pool);
+}
+
+long moe_scratch_floats(const moe_dims *dm, int n) {
+    long mlp = moe_mlp_scratch_floats(dm->shared_inter > dm->inter ? dm->shared_inter : dm->inter, n);
+    return (long)n * (dm->n_experts + 4L * dm->latent + dm->hidden + 2L * dm->top_k + 1) + mlp;
+}
+
+/* Top-k of s + bias (ties: lower index), written to sel in ascending expert order with
+ * their unbiased, renormalised, scaled weights. */
+static void route(const moe_dims *dm, const float *logits, const float *bias, int *sel, float *weight) {
+    int chosen = 0;
+    /* Selection by repeated max over a small n_experts keeps ties deterministic. */
+    for (int k = 0; k < dm->top_k; k++) {
+        int best = -1;
+        float best_v = 0.0f;
+        for (int e = 0; e < dm->n_experts; e++) {
+            int taken = 0;
+            for (int j = 0; j < chosen; j++)
+                taken |= sel[j] == e;
+            if (taken)
+                continue;
+            const float v = ops_sigmoid(logits[e]) + (bias ? bias[e] : 0.0f);
+            if (best < 0 || v > best_v) {
+                best = e;
+                best_v = v;
+            }
+        }
+        sel[chosen++] = best;
+    }
+    /* Ascending expert order: the summation order of the experts' outputs. */
+    for (int i = 1; i < dm->top_k; i++)
+        for (int j = i; j > 0 && sel[j - 1] > sel[j]; j--) {
+            const int tmp = sel[j];
+            sel[j] = sel[j - 1];
+            sel[j - 1] = tmp;
+        }
+    double sum = 0.0;
+    for (int i = 0; i < dm->top_k; i++) {
+        weight[i] = ops_sigmoid(logits[sel[i]]);
+        sum += weight[i];
+    }
+    for (int i = 0; i < dm->top_k; i++) {
+        if (dm->renormalize && dm->top_k > 1)
+            weight[i] = (float)(weight[i] / (sum + 1e-20));
+        weight[i] *= dm->routed_scale;
+    }
+}
+
+void moe_forward(const moe_dims *dm, const moe_weights *w, const float *x, int n, float *out, int *selected,
+                 float *scratch, const kernels_impl *impl, threads *pool) {
+    const int d = dm->hidden, E = dm->n_experts, K = dm->top_k, Lt = dm->latent;
+    float *logits = scratch;                 /* (n, E) */
+    float *z = logits + (long)n * E;         /* (n, latent) routed input */
+    float *y = z + (long)n * Lt;             /* (n, latent) weighted expert sum */
+    float *ze = y + (long)n * Lt;            /* (m, latent) gathered inputs of one expert */
+    float *ye = ze + (long)n * Lt;           /* (m, latent) one expert's outputs */
+    float *up = ye + (long)n * Lt;           /* (n, d) */
+    float *weight = up + (long)n * d;        /* (n, K) */
+    int *sel = (int *)(weight + (long)n * K); /* (n, K) */
+    int *members = sel + (long)n * K;        /* (n) tokens routed to one expert */
+    float *mlp = (float *)(members + n);     /* MLP scratch */
+
+    kernels_matmul(impl, &w->router, x, d, n, logits, E, pool);
+    for (int t = 0; t < n; t++)
+        route(dm, logits + (long)t * E, w->router_bias, sel + (long)t * K, weight + (long)t * K);
+    if (selected)
+        memcpy(selected, sel, sizeof(int) * (size_t)n * K);
+
+    kernels_matmul(impl, &w->down_proj, x, d, n, z, Lt, pool);
+    memset(y, 0, sizeof(float) * (size_t)n * Lt);
+    for (int e = 0; e < E; e++) {
+        int m = 0;
+        for (int t = 0; t < n; t++)
+            for (int k = 0; k < K; k++)
+                if (sel[t * K + k] == e)
+                    members[m++] = t;
+        if (m == 0)
+            continue;
+        for (int i = 0; i < m; i++)
+            memcpy(ze + (long)i * Lt, z + (long)members[i] * Lt, sizeof(float) * Lt);
+        const moe_expert *ex = &w->experts[e];
+        moe_mlp expert_mlp = {ex->w1, ex->w3, ex->w2};
+        moe_mlp_forward(&expert_mlp, Lt, dm->inter, dm->situ_beta, dm->situ_linear_beta, ze, m, ye, mlp, impl,
+                        pool);
+        for (int i = 0; i < m; i++) {
+            const int t = members[i];
+            float wt = 0.0f;
+            for (int k = 0; k < K; k++)
+                if (sel[t * K + k] == e)
+                    wt = weight[t * K + k];
+            float *yt = y + (long)t * Lt;
+            const float *src = ye + (long)i * Lt;
+            for (int c = 0; c < Lt; c++)
+                yt[c] += wt * src[c];
+        }
+    }
+    if (dm->latent_norm)
+        for (int t = 0; t < n; t++)
+            ops_rmsnorm(y + (long)t * Lt, w->latent_norm, Lt, dm->norm_eps, y + (long)t * Lt);
+    kernels_matmul(impl, &w->up_proj, y, Lt, n, up, d, pool);
+    if (dm->shared_inter > 0) {
+        moe_mlp_forward(&w->shared, d, dm->shared_inter, dm->situ_beta, dm->situ_linear_beta, x, n, out, mlp, impl,
+                        pool);
+        for (long i = 0; i < (long)n * d; i++)
+            out[i] += up[i];
+    } else {
+        memcpy(out, up, sizeof(float) * (size_t)n * d);
+    }
+}

@@ -21,7 +21,7 @@ function run(cmd, argv, opts = {}) {
 run(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '--noEmit', '-p', root]);
 await buildProduct({ minify: args.has('--minify') });
 if (!args.has('--no-native')) {
-  run('make', ['-C', 'native', '-j2', 'lib', 'cli', 'tests', 'addon', '--no-print-directory']);
+  run('make', ['-C', 'native', '-j2', 'all', '--no-print-directory']);
   fs.copyFileSync(path.join(root, 'native/build/k3.node'), path.join(root, 'dist/k3.node'));
 }
 console.log('build: ok');

@@ -48,3 +48,8 @@ void error_clear(k3_error *err) {
         err->detail[0] = '\0';
     }
 }
+
+void error_copy_detail(const k3_error *err, char *detail, size_t size) {
+    if (detail && size > 0)
+        snprintf(detail, size, "%s", err->detail);
+}

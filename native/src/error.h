@@ -23,4 +23,8 @@ k3_status error_wrap(k3_error *err, const char *fmt, ...) __attribute__((format(
 
 void error_clear(k3_error *err);
 
+/* Copies err's detail into a caller's buffer (k3.h's `char *detail, size_t detail_size`);
+ * either may be NULL/0. */
+void error_copy_detail(const k3_error *err, char *detail, size_t size);
+
 #endif

@@ -6,6 +6,7 @@
 #include "kernels.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,10 +102,33 @@ static void matmul_rows(void *arg, int r0, int r1) {
     }
 }
 
+static atomic_uint_least64_t weight_bytes_read;
+
+uint64_t kernels_weight_bytes_read(void) {
+    return atomic_load(&weight_bytes_read);
+}
+
+void kernels_note_bytes_read(uint64_t bytes) {
+    atomic_fetch_add(&weight_bytes_read, bytes);
+}
+
+uint64_t kernels_matrix_bytes(const kernels_matrix *w) {
+    const uint64_t cells = (uint64_t)w->rows * (uint64_t)w->cols;
+    switch (w->type) {
+    case KERNELS_F32: return cells * 4;
+    case KERNELS_BF16: return cells * 2;
+    case KERNELS_MXFP4: return cells / 2 + cells / DTYPE_MXFP4_BLOCK;
+    }
+    return 0;
+}
+
 void kernels_matmul(const kernels_impl *impl, const kernels_matrix *w, const float *x, int ldx, int n, float *y,
                     int ldy, threads *pool) {
+    atomic_fetch_add(&weight_bytes_read, kernels_matrix_bytes(w));
     matmul_job job = {impl, w, x, ldx, n, y, ldy};
-    /* Grain: enough rows per chunk to amortise the hand-out, small enough to balance. */
+    /* Grain: enough rows per chunk to amortise the hand-out, small enough to balance. Tiny
+     * products run on the calling thread: waking workers would cost more than they save. */
     const int grain = w->rows >= 1024 ? 64 : 16;
-    threads_run(pool, w->rows, grain, matmul_rows, &job);
+    const uint64_t work = (uint64_t)w->rows * (uint64_t)w->cols * (uint64_t)n;
+    threads_run(work < (1u << 15) ? NULL : pool, w->rows, grain, matmul_rows, &job);
 }

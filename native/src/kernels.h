@@ -46,6 +46,17 @@ const kernels_impl *kernels_avx2(void);
  * the reference (for comparisons). */
 const kernels_impl *kernels_best(void);
 
+/* Bytes of weights kernels_matmul has streamed since the process started (each call adds
+ * its matrix once, however many tokens it serves): what a benchmark divides by tokens to
+ * get the bytes a decoded token touches. */
+uint64_t kernels_weight_bytes_read(void);
+
+/* Adds weight bytes read outside kernels_matmul (e.g. the MLA query absorption). */
+void kernels_note_bytes_read(uint64_t bytes);
+
+/* Bytes one call to kernels_matmul reads from w. */
+uint64_t kernels_matrix_bytes(const kernels_matrix *w);
+
 /* Y[t][r] = sum_c W[r][c] * X[t][c] for t < n, r < rows. X: (n, ldx) with ldx >= cols;
  * Y: (n, ldy) with ldy >= rows. Rows are split across the pool's threads. */
 void kernels_matmul(const kernels_impl *impl, const kernels_matrix *w, const float *x, int ldx, int n, float *y,

@@ -1,9 +1,8 @@
 /* kernels_avx2.c - AVX2/FMA twins of the scalar dot products in kernels.c. This file alone
  * is compiled with -mavx2 -mfma; kernels_avx2() checks the CPU before handing it out.
- * Per token, bf16/f32 accumulate 16 columns per step in two 8-lane accumulators, reduced in
- * a fixed order, then add a scalar tail; MXFP4 sums each 32-column block as integers * x
- * and scales the block sum, like the scalar reference. The instruction sequence for one
- * token never depends on how many tokens share the call (see kernels.h). */
+ * Tokens are served in pairs (then one), each body specialised for its token count so the
+ * accumulators live in registers; the instruction sequence for one token never depends on
+ * how many tokens share the call (see kernels.h). */
 #include "kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
@@ -26,48 +25,68 @@ static inline __m256 bf16x8(const uint16_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
+static inline __m256 f32x8(const float *p) {
+    return _mm256_loadu_ps(p);
+}
+
+/* The dot-product body for a fixed number of tokens NT, so the accumulators stay in
+ * registers. Per token: four 8-lane accumulators over 32-column steps, then 8-column steps
+ * into the first, then ((a0 + a1) + (a2 + a3)) reduced by hsum8, then a scalar tail. The
+ * sequence for one token is the same for every NT. */
+#define DOT_BODY(NAME, WT, LOAD8, SCALAR)                                                                            \
+    static inline void NAME(const WT *row, const float *x, int ldx, int cols, float *y, const int NT) {             \
+        __m256 a0[2], a1[2], a2[2], a3[2];                                                                          \
+        for (int t = 0; t < NT; t++)                                                                                \
+            a0[t] = a1[t] = a2[t] = a3[t] = _mm256_setzero_ps();                                                    \
+        const int body = cols & ~31, rest = cols & ~7;                                                              \
+        int c = 0;                                                                                                  \
+        for (; c < body; c += 32) {                                                                                 \
+            const __m256 w0 = LOAD8(row + c), w1 = LOAD8(row + c + 8), w2 = LOAD8(row + c + 16),                    \
+                         w3 = LOAD8(row + c + 24);                                                                  \
+            for (int t = 0; t < NT; t++) {                                                                          \
+                const float *xt = x + (long)t * ldx + c;                                                            \
+                a0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xt), a0[t]);                                            \
+                a1[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xt + 8), a1[t]);                                        \
+                a2[t] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xt + 16), a2[t]);                                       \
+                a3[t] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xt + 24), a3[t]);                                       \
+            }                                                                                                       \
+        }                                                                                                           \
+        for (; c < rest; c += 8) {                                                                                  \
+            const __m256 w0 = LOAD8(row + c);                                                                       \
+            for (int t = 0; t < NT; t++)                                                                            \
+                a0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + (long)t * ldx + c), a0[t]);                         \
+        }                                                                                                           \
+        for (int t = 0; t < NT; t++) {                                                                              \
+            const float *xt = x + (long)t * ldx;                                                                    \
+            float acc = hsum8(_mm256_add_ps(_mm256_add_ps(a0[t], a1[t]), _mm256_add_ps(a2[t], a3[t])));            \
+            for (int k = rest; k < cols; k++)                                                                       \
+                acc += SCALAR(row[k]) * xt[k];                                                                      \
+            y[t] = acc;                                                                                             \
+        }                                                                                                           \
+    }
+
+static inline float same_f32(float v) {
+    return v;
+}
+
+DOT_BODY(dot_bf16_body, uint16_t, bf16x8, dtype_bf16_to_f32)
+DOT_BODY(dot_f32_body, float, f32x8, same_f32)
+
+/* Tokens in pairs, then a single one: each call of a body has a constant NT. */
 static void avx2_dot_bf16(const uint16_t *row, const float *x, int ldx, int n, int cols, float *y) {
-    __m256 a0[KERNELS_TILE], a1[KERNELS_TILE];
-    for (int t = 0; t < n; t++)
-        a0[t] = a1[t] = _mm256_setzero_ps();
-    const int body = cols & ~15;
-    for (int c = 0; c < body; c += 16) {
-        const __m256 w0 = bf16x8(row + c), w1 = bf16x8(row + c + 8);
-        for (int t = 0; t < n; t++) {
-            const float *xt = x + (long)t * ldx + c;
-            a0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xt), a0[t]);
-            a1[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xt + 8), a1[t]);
-        }
-    }
-    for (int t = 0; t < n; t++) {
-        const float *xt = x + (long)t * ldx;
-        float acc = hsum8(_mm256_add_ps(a0[t], a1[t]));
-        for (int c = body; c < cols; c++)
-            acc += dtype_bf16_to_f32(row[c]) * xt[c];
-        y[t] = acc;
-    }
+    int t = 0;
+    for (; t + 2 <= n; t += 2)
+        dot_bf16_body(row, x + (long)t * ldx, ldx, cols, y + t, 2);
+    if (t < n)
+        dot_bf16_body(row, x + (long)t * ldx, ldx, cols, y + t, 1);
 }
 
 static void avx2_dot_f32(const float *row, const float *x, int ldx, int n, int cols, float *y) {
-    __m256 a0[KERNELS_TILE], a1[KERNELS_TILE];
-    for (int t = 0; t < n; t++)
-        a0[t] = a1[t] = _mm256_setzero_ps();
-    const int body = cols & ~15;
-    for (int c = 0; c < body; c += 16) {
-        const __m256 w0 = _mm256_loadu_ps(row + c), w1 = _mm256_loadu_ps(row + c + 8);
-        for (int t = 0; t < n; t++) {
-            const float *xt = x + (long)t * ldx + c;
-            a0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xt), a0[t]);
-            a1[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xt + 8), a1[t]);
-        }
-    }
-    for (int t = 0; t < n; t++) {
-        const float *xt = x + (long)t * ldx;
-        float acc = hsum8(_mm256_add_ps(a0[t], a1[t]));
-        for (int c = body; c < cols; c++)
-            acc += row[c] * xt[c];
-        y[t] = acc;
-    }
+    int t = 0;
+    for (; t + 2 <= n; t += 2)
+        dot_f32_body(row, x + (long)t * ldx, ldx, cols, y + t, 2);
+    if (t < n)
+        dot_f32_body(row, x + (long)t * ldx, ldx, cols, y + t, 1);
 }
 
 /* 16 packed bytes (32 nibbles, low nibble = even column) -> 32 signed int8 values equal to
@@ -82,9 +101,13 @@ static inline __m256i mxfp4_block_i8(const uint8_t *p) {
     return _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
 }
 
-static void avx2_dot_mxfp4(const uint8_t *packed, const uint8_t *scale, const float *x, int ldx, int n, int cols,
-                           float *y) {
-    float acc[KERNELS_TILE] = {0};
+/* Per token: each 32-column block's products summed in two 8-lane vectors, their sum
+ * scaled by the block's power of two and accumulated into one vector; hsum8 at the end. */
+static inline void dot_mxfp4_body(const uint8_t *packed, const uint8_t *scale, const float *x, int ldx, int cols,
+                                  float *y, const int NT) {
+    __m256 acc[2];
+    for (int t = 0; t < NT; t++)
+        acc[t] = _mm256_setzero_ps();
     for (int b = 0; b < cols / DTYPE_MXFP4_BLOCK; b++) {
         const __m256i q = mxfp4_block_i8(packed + b * (DTYPE_MXFP4_BLOCK / 2));
         const __m128i q_lo = _mm256_castsi256_si128(q), q_hi = _mm256_extracti128_si256(q, 1);
@@ -92,18 +115,30 @@ static void avx2_dot_mxfp4(const uint8_t *packed, const uint8_t *scale, const fl
         const __m256 w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q_lo, 8)));
         const __m256 w2 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q_hi));
         const __m256 w3 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q_hi, 8)));
-        const float s = ldexpf(1.0f, (int)scale[b] - 128);
-        for (int t = 0; t < n; t++) {
+        /* 2^(scale - 128) built directly in the exponent field (scale 0 or 255 never occur
+         * in a valid checkpoint; scale 1 would need a subnormal and is clamped to 0). */
+        const int e = (int)scale[b] - 1;
+        const __m256 s = _mm256_castsi256_ps(_mm256_set1_epi32(e > 0 ? e << 23 : 0));
+        for (int t = 0; t < NT; t++) {
             const float *xb = x + (long)t * ldx + b * DTYPE_MXFP4_BLOCK;
             __m256 s0 = _mm256_mul_ps(w0, _mm256_loadu_ps(xb));
             __m256 s1 = _mm256_mul_ps(w1, _mm256_loadu_ps(xb + 8));
             s0 = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xb + 16), s0);
             s1 = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xb + 24), s1);
-            acc[t] += hsum8(_mm256_add_ps(s0, s1)) * s;
+            acc[t] = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), s, acc[t]);
         }
     }
-    for (int t = 0; t < n; t++)
-        y[t] = acc[t];
+    for (int t = 0; t < NT; t++)
+        y[t] = hsum8(acc[t]);
+}
+
+static void avx2_dot_mxfp4(const uint8_t *packed, const uint8_t *scale, const float *x, int ldx, int n, int cols,
+                           float *y) {
+    int t = 0;
+    for (; t + 2 <= n; t += 2)
+        dot_mxfp4_body(packed, scale, x + (long)t * ldx, ldx, cols, y + t, 2);
+    if (t < n)
+        dot_mxfp4_body(packed, scale, x + (long)t * ldx, ldx, cols, y + t, 1);
 }
 
 static const kernels_impl avx2_impl = {"avx2", avx2_dot_f32, avx2_dot_bf16, avx2_dot_mxfp4};

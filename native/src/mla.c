@@ -59,6 +59,8 @@ void mla_forward(const mla_dims *dm, const mla_weights *w, float *cache, int sta
         kernels_matmul(impl, &w->g, x, d, n, gate, (int)vdim, pool);
 
     const float scale = 1.0f / sqrtf((float)qh);
+    /* The W_UK rows the absorption below reads once per token. */
+    kernels_note_bytes_read((uint64_t)n * H * dm->nope * L * (w->kv_b.type == KERNELS_F32 ? 4 : 2));
     for (int t = 0; t < n; t++) {
         const int len = start + t + 1; /* causal: positions 0..start+t */
         for (int h = 0; h < H; h++) {

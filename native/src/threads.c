@@ -1,5 +1,8 @@
-/* threads.c - the worker pool behind threads_run(): workers sleep on a condition variable
- * between loops and take chunks from a shared atomic counter during one. */
+/* threads.c - the worker pool behind threads_run(): workers take chunks from a shared
+ * atomic counter during a loop. Between loops they spin on the loop generation for a
+ * short while before sleeping on a condition variable, because a decode step runs
+ * hundreds of short loops back to back and a sleep/wake per loop would cost more than the
+ * loop itself. */
 #include "threads.h"
 
 #include <pthread.h>
@@ -11,9 +14,10 @@ struct threads {
     pthread_t *workers; /* (n_threads - 1) */
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
-    unsigned long generation; /* bumped per loop; workers wait for a change */
-    int active;               /* workers still inside the current loop */
-    int quit;
+    atomic_ulong generation; /* bumped per loop; workers wait for a change */
+    atomic_int active;       /* workers still inside the current loop */
+    int sleepers;            /* workers blocked on `wake` (under mu) */
+    atomic_int quit;
     /* The current loop. */
     threads_fn fn;
     void *arg;
@@ -33,23 +37,33 @@ static void run_chunks(threads *p) {
     }
 }
 
+/* Spin iterations before a worker sleeps (roughly tens of microseconds). */
+#define SPIN_LIMIT 20000
+
 static void *worker_main(void *arg) {
     threads *p = arg;
     unsigned long seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->quit && p->generation == seen)
-            pthread_cond_wait(&p->wake, &p->mu);
-        if (p->quit)
+        for (int i = 0; i < SPIN_LIMIT && atomic_load(&p->generation) == seen && !atomic_load(&p->quit); i++)
+            ;
+        if (atomic_load(&p->generation) == seen) {
+            pthread_mutex_lock(&p->mu);
+            p->sleepers++;
+            while (!atomic_load(&p->quit) && atomic_load(&p->generation) == seen)
+                pthread_cond_wait(&p->wake, &p->mu);
+            p->sleepers--;
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->quit))
             break;
-        seen = p->generation;
-        pthread_mutex_unlock(&p->mu);
+        seen = atomic_load(&p->generation);
         run_chunks(p);
-        pthread_mutex_lock(&p->mu);
-        if (--p->active == 0)
+        if (atomic_fetch_sub(&p->active, 1) == 1) {
+            pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -86,7 +100,7 @@ void threads_free(threads *p) {
         return;
     if (p->workers) {
         pthread_mutex_lock(&p->mu);
-        p->quit = 1;
+        atomic_store(&p->quit, 1);
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
         for (int i = 0; i < p->n_threads - 1; i++)
@@ -112,19 +126,24 @@ void threads_run(threads *p, int n_items, int grain, threads_fn fn, void *arg) {
         fn(arg, 0, n_items);
         return;
     }
-    pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->arg = arg;
     p->n_items = n_items;
     p->grain = grain;
     atomic_store(&p->next_chunk, 0);
-    p->active = p->n_threads - 1;
-    p->generation++;
-    pthread_cond_broadcast(&p->wake);
+    atomic_store(&p->active, p->n_threads - 1);
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add(&p->generation, 1); /* publishes the loop above to spinning workers */
+    if (p->sleepers)
+        pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     run_chunks(p);
-    pthread_mutex_lock(&p->mu);
-    while (p->active > 0)
-        pthread_cond_wait(&p->done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < SPIN_LIMIT && atomic_load(&p->active) > 0; i++)
+        ;
+    if (atomic_load(&p->active) > 0) {
+        pthread_mutex_lock(&p->mu);
+        while (atomic_load(&p->active) > 0)
+            pthread_cond_wait(&p->done, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
 }

@@ -3,4 +3,19 @@
 #ifndef K3_COMMANDS_H
 #define K3_COMMANDS_H
 
+#include <stdio.h>
+
+/* The usage text of k3.c: the single source of truth for every command and option. */
+void cli_usage(FILE *f);
+
+/* `k3 MODEL_DIR ...`: load a model and decode (tools/run.c); argv[0] is MODEL_DIR. */
+int run_main(int argc, char **argv);
+
+/* `k3 bench MODEL_DIR ...`: memory bandwidth and decode speed side by side (cmd_bench.c). */
+int bench_main(int argc, char **argv);
+
+/* `k3 tokenize --tok DIR ...` and `k3 detokenize --tok DIR --ids ...` (tools/cmd_tokenize.c). */
+int tokenize_main(int argc, char **argv);
+int detokenize_main(int argc, char **argv);
+
 #endif

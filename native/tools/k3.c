@@ -1,5 +1,5 @@
 /* k3.c - the `k3` command-line tool: benchmarks and debugging on top of the engine.
- * usage() is the single source of truth for its commands and options; nothing else
+ * cli_usage() is the single source of truth for its commands and options; nothing else
  * lists them. Subcommands live in tools/cmd_*.c and are dispatched from the table below. */
 #include "commands.h"
 #include "k3.h"
@@ -7,16 +7,59 @@
 #include <stdio.h>
 #include <string.h>
 
-static void usage(FILE *f) {
+void cli_usage(FILE *f) {
     fprintf(f,
             "k3 %s, the Kimi K3 inference engine\n"
             "\n"
-            "usage: k3 [options]\n"
+            "usage: k3 MODEL_DIR (--ids 1,2,3 | --prompt TEXT | --prompt-file PATH) [options]\n"
             "       k3 COMMAND [options]\n"
+            "       k3 --help | --version\n"
             "\n"
-            "options:\n"
-            "  --version     print the engine version and exit\n"
-            "  --help        print this text and exit\n",
+            "running the model (MODEL_DIR holds config.json, the safetensors and tiktoken.model):\n"
+            "  --ids 1,2,3         prompt token ids (the reproducible channel the tests use)\n"
+            "  --prompt TEXT       prompt text, tokenized with the model's tokenizer (special-token\n"
+            "                      names become their ids); the generated text is printed too\n"
+            "  --prompt-file PATH  the same from a file; use it for non-ASCII text\n"
+            "  --tok DIR           tokenizer directory (default: MODEL_DIR)\n"
+            "  --gen N             tokens to generate greedily (default 8)\n"
+            "  --incremental       prefill once, then one token per step, carrying the KDA state\n"
+            "                      and the MLA cache; without it every step recomputes the whole\n"
+            "                      sequence (the reference path; same tokens, O(T^2))\n"
+            "  --spec N            speculative decoding (implies --incremental): draft up to N\n"
+            "                      tokens (1..16) by n-gram lookup and verify them with the pending\n"
+            "                      token in one batched pass; output is identical to serial decode\n"
+            "  --context-ids 1,2,3 / --context-file PATH\n"
+            "                      extra drafting material for --spec (ids, or text to tokenize):\n"
+            "                      e.g. the rest of the file after the cursor, neighbouring files\n"
+            "  --save-state PATH   after the run, save the sequence and its carried state (with\n"
+            "                      --gen 0: prefill the prompt and save it)\n"
+            "  --load-state PATH   resume a saved sequence; the prompt is its continuation and only\n"
+            "                      the prompt is prefilled (implies --incremental)\n"
+            "  --threads N         worker threads (default 1); any N gives the same bits\n"
+            "  --batch N           tokens per forward pass during prefill (default 32)\n"
+            "  --tf-check          teacher-forced check: one pass over the prompt, report how often\n"
+            "                      the greedy prediction after each position is the next id\n"
+            "  --dump-logits PATH  raw float32 logits of the first generated step; with\n"
+            "                      --tf-check, of every position (positions x vocab)\n"
+            "  --out FILE          write JSON: prompt_ids, generated_ids, full_ids,\n"
+            "                      seconds_per_token, peak_rss_bytes\n"
+            "\n"
+            "tokenizer (DIR holds tiktoken.model and tokenizer_config.json, e.g. MODEL_DIR):\n"
+            "  k3 tokenize --tok DIR (--prompt TEXT | --prompt-file PATH) [--no-special]\n"
+            "                      print the ids of the text as a JSON array (last line); the\n"
+            "                      names of special tokens become their ids unless --no-special\n"
+            "  k3 detokenize --tok DIR --ids 1,2,3\n"
+            "                      write the text of the ids, byte for byte\n"
+            "\n"
+            "benchmark:\n"
+            "  k3 bench MODEL_DIR [--threads N] [--prompt-tokens N] [--gen N] [--out FILE]\n"
+            "                      measure this machine's memory bandwidth (a triad), then\n"
+            "                      prefill and decode speed, weight bytes per decoded token and\n"
+            "                      achieved / bandwidth-bound decode speed; --out writes JSON\n"
+            "                      (defaults: 1 thread, 128 prompt tokens, 32 generated)\n"
+            "\n"
+            "Errors print a detail naming the file, tensor, field and numbers, and exit 1;\n"
+            "bad command lines exit 2.\n",
             k3_version());
 }
 
@@ -25,17 +68,22 @@ static const struct {
     const char *name;
     int (*fn)(int argc, char **argv);
 } commands[] = {
+    {"tokenize", tokenize_main},
+    {"detokenize", detokenize_main},
+    {"bench", bench_main},
     {NULL, NULL},
 };
 
 int main(int argc, char **argv) {
-    if (argc > 1 && argv[1][0] != '-')
+    if (argc > 1 && argv[1][0] != '-') {
         for (int c = 0; commands[c].name; c++)
             if (!strcmp(argv[1], commands[c].name))
                 return commands[c].fn(argc - 1, argv + 1);
+        return run_main(argc - 1, argv + 1);
+    }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
+            cli_usage(stdout);
             return 0;
         }
         if (!strcmp(argv[i], "--version")) {
@@ -43,9 +91,9 @@ int main(int argc, char **argv) {
             return 0;
         }
         fprintf(stderr, "k3: unknown option or command '%s'\n\n", argv[i]);
-        usage(stderr);
+        cli_usage(stderr);
         return 2;
     }
-    usage(stderr);
+    cli_usage(stderr);
     return 2;
 }

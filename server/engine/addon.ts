@@ -4,9 +4,96 @@
 // typed facades in this folder.
 import * as path from 'node:path';
 
-/** What the addon exports, as the C++ side in native/addon/addon.cc registers it. */
+/** A loaded checkpoint (native/addon/engine.cc). */
+export interface NativeModel {
+  readonly vocabSize: number;
+  readonly hiddenSize: number;
+  readonly layerCount: number;
+  close(): void;
+}
+
+export interface NativeContextOptions {
+  /** Positions the sequence may reach (sizes the MLA cache). */
+  maxContext?: number;
+  /** Worker threads; any count gives the same bits. */
+  threads?: number;
+  /** Tokens per forward pass when decoding many. */
+  batch?: number;
+}
+
+export interface NativeDecodeResult {
+  /** (nLogits, vocab): logits of the last nLogits positions of the call. */
+  logits: Float32Array;
+  /** The greedy next token after every position, when asked for. */
+  argmax?: Int32Array;
+}
+
+/** One sequence's decode state. Synchronous: each call blocks until the engine returns. */
+export interface NativeContext {
+  readonly length: number;
+  readonly tokens: Int32Array;
+  decode(ids: Int32Array, nLogits?: number, argmax?: boolean): NativeDecodeResult;
+  reset(): void;
+  close(): void;
+}
+
+/** A model open running on a worker thread (native/addon/session.cc). */
+export interface NativeModelOpen {
+  promise: Promise<NativeModel>;
+  /** The promise rejects with code "cancelled" (today: once the open returns). */
+  cancel(): void;
+}
+
+export interface NativeGenerateOptions {
+  maxTokens?: number;
+  /** 0: plain greedy; 1..16: draft up to this many tokens per forward pass. */
+  specMax?: number;
+  stopIds?: Int32Array | readonly number[];
+  /** Drafting material (tokens of the suffix, other files, earlier output). */
+  contextIds?: Int32Array | readonly number[];
+}
+
+export interface NativeGenerateStats {
+  emitted: number;
+  forwardPasses: number;
+  rounds: number;
+  drafted: number;
+  accepted: number;
+  stopReason: 'length' | 'token' | 'callback';
+}
+
+/** One sequence whose long calls run on worker threads (native/addon/session.cc). At most
+ * one call at a time: another while `busy` throws. Failures reject with Errors carrying
+ * `code` and `status`; a cancelled generate's error also carries `stats`. */
+export interface NativeSession {
+  readonly busy: boolean;
+  /** Throw while busy. */
+  readonly length: number;
+  readonly tokens: Int32Array;
+  sync(ids: Int32Array): Promise<{ reused: number; length: number }>;
+  /** onTokens receives every generated id, in order, in batches, before the promise settles. */
+  generate(options: NativeGenerateOptions, onTokens: (ids: Int32Array) => void): Promise<NativeGenerateStats>;
+  checkpoint(): Promise<void>;
+  saveState(path: string): Promise<{ length: number }>;
+  loadState(path: string): Promise<{ length: number }>;
+  reset(): void;
+  /** Generation ends after the token being produced (the promise resolves). */
+  stop(): void;
+  /** The running call stops within one forward pass (the promise rejects, code "cancelled"). */
+  cancel(): void;
+  setCheckpointLimit(bytes: number): void;
+  checkpointUsage(): { count: number; bytes: number };
+  close(): void;
+}
+
+/** What the addon exports, as the C++ side in native/addon/*.cc registers it. Engine
+ * failures are thrown as Errors with `code` (the k3 status name) and `status` set. */
 export interface NativeAddon {
   version(): string;
+  Model: new (dir: string) => NativeModel;
+  Context: new (model: NativeModel, options?: NativeContextOptions) => NativeContext;
+  openModel(dir: string): NativeModelOpen;
+  Session: new (model: NativeModel, options?: NativeContextOptions) => NativeSession;
 }
 
 let loaded: NativeAddon | undefined;

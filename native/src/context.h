@@ -1,0 +1,66 @@
+/* context.h - the inside of a k3_context, shared by the files that implement its parts of
+ * k3.h: decode.c (decoding), checkpoint.c (snapshots, checkpoints, k3_sync), spec.c
+ * (k3_generate) and state.c (saved state). Nothing outside those files sees it. */
+#ifndef K3_CONTEXT_H
+#define K3_CONTEXT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "error.h"
+#include "forward.h"
+#include "k3.h"
+#include "model.h"
+
+/* A copy of the carried state at one length. Rolling back within a sequence needs only
+ * the KDA part (MLA rows below `length` are never rewritten); a checkpoint that must
+ * survive the sequence changing also keeps the MLA rows and the tokens. */
+typedef struct context_snapshot {
+    int length;
+    int32_t next;    /* greedy token after position length-1 (-1 when length is 0) */
+    float *kda;      /* (forward_kda_state_floats) */
+    float *mla;      /* (n_mla, length, row) or NULL for a rollback-only snapshot */
+    int32_t *tokens; /* (length) or NULL for a rollback-only snapshot */
+    size_t bytes;
+    unsigned long last_used;
+} context_snapshot;
+
+struct k3_context {
+    k3_model *model;
+    k3_context_params params;
+    const kernels_impl *impl;
+    threads *pool;
+    forward_state state;
+    int32_t *tokens; /* (max_context) the sequence so far */
+    int length;
+    int32_t next;    /* greedy token after the last decoded position; -1 when empty */
+    float *scratch;  /* (forward_scratch_floats(batch)) */
+    float *logits;   /* (batch, vocab) staging for positions whose logits the caller did not ask for */
+    atomic_int cancel;
+    k3_error err;
+    /* checkpoint.c */
+    context_snapshot *checkpoints; /* (n_checkpoints) */
+    int n_checkpoints;
+    size_t checkpoint_limit, checkpoint_bytes;
+    unsigned long use_clock;
+    context_snapshot rollback; /* spec.c's pre-verification snapshot (kda only) */
+};
+
+/* Decodes ids[0..n) after the current sequence (see k3_decode), with argmax of every
+ * position in argmax (n) when not NULL. Sets ctx->next. Errors go to ctx->err. */
+k3_status context_decode(k3_context *ctx, const int32_t *ids, int n, float *logits, int n_logits, int32_t *argmax);
+
+/* Forgets the sequence (state to zero, length 0). */
+void context_clear(k3_context *ctx);
+
+/* True (and the request consumed) when k3_cancel() was called. */
+int context_cancel_requested(k3_context *ctx);
+
+/* Snapshots (checkpoint.c). with_history: also the MLA rows and tokens, so the snapshot
+ * can be restored after the sequence has changed. */
+k3_status context_snapshot_take(k3_context *ctx, context_snapshot *snap, int with_history);
+void context_snapshot_restore(k3_context *ctx, const context_snapshot *snap);
+void context_snapshot_free(context_snapshot *snap);
+void context_checkpoints_free(k3_context *ctx);
+
+#endif

@@ -1,0 +1,175 @@
+/* forward.c - the layer loop with block attention residuals (see forward.h).
+ *
+ * Per token, R holds the banked block sums (the raw embedding first) and P the running
+ * sum of the current block. Before each attention and each FFN, and once before the final
+ * norm, the layer input is a softmax mix over R + [P]: scores from the RMS-normalised
+ * candidates (no gamma) dotted with a learned query, weights applied to the raw candidates.
+ * At a block's first layer P is banked into R after the attention-site mix and restarted;
+ * the FFN-site mix already includes this layer's attention output. */
+#include "forward.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "ops.h"
+
+static int max_blocks(const model *m) {
+    return m->attn_res_block > 0 ? m->n_layers / m->attn_res_block + 2 : 0;
+}
+
+long forward_kda_state_floats(const model *m) {
+    return (long)m->n_kda * kda_state_floats(&m->kda);
+}
+
+long forward_mla_cache_floats(const model *m, int capacity) {
+    return (long)m->n_mla * capacity * mla_cache_row_floats(&m->mla);
+}
+
+static long mixer_scratch(const model *m, int n, int capacity) {
+    long s = m->n_kda ? kda_scratch_floats(&m->kda, n) : 0;
+    if (m->n_mla) {
+        const long t = mla_scratch_floats(&m->mla, n, capacity);
+        s = t > s ? t : s;
+    }
+    const long dense = moe_mlp_scratch_floats(m->dense_inter, n);
+    s = dense > s ? dense : s;
+    const long moe = m->moe.n_experts ? moe_scratch_floats(&m->moe, n) : 0;
+    return moe > s ? moe : s;
+}
+
+long forward_scratch_floats(const model *m, int n, int capacity) {
+    /* P, h, x, a: (n, d) each; R: (n, max_blocks, d); scores: (max_blocks + 1). */
+    return (long)n * m->hidden * (4 + max_blocks(m)) + max_blocks(m) + 1 + mixer_scratch(m, n, capacity);
+}
+
+/* out = mix of the candidates v[0..count) (each (d)) with the query vector w. */
+static void res_mix(const float *const *v, int count, const float *w, int d, float eps, float *score, float *out) {
+    for (int i = 0; i < count; i++) {
+        double ss = 0.0;
+        for (int j = 0; j < d; j++)
+            ss += (double)v[i][j] * v[i][j];
+        const double inv = 1.0 / sqrt(ss / d + eps);
+        double s = 0.0;
+        for (int j = 0; j < d; j++)
+            s += (double)(float)(v[i][j] * inv) * w[j];
+        score[i] = (float)s;
+    }
+    ops_softmax(score, count);
+    for (int j = 0; j < d; j++) {
+        float acc = 0.0f;
+        for (int i = 0; i < count; i++)
+            acc += score[i] * v[i][j];
+        out[j] = acc;
+    }
+}
+
+typedef struct {
+    const model *m;
+    int n, d, n_banked;
+    float *P, *R, *score;
+} residuals;
+
+/* h[t] = Mix(R[t] + [P[t]], w) for every token of the batch. */
+static void mix_all(residuals *r, const float *w, float *h) {
+    const int d = r->d, nb = max_blocks(r->m);
+    const float *cand[64];
+    for (int t = 0; t < r->n; t++) {
+        for (int i = 0; i < r->n_banked; i++)
+            cand[i] = r->R + ((long)t * nb + i) * d;
+        cand[r->n_banked] = r->P + (long)t * d;
+        res_mix(cand, r->n_banked + 1, w, d, r->m->norm_eps, r->score, h + (long)t * d);
+    }
+}
+
+static void bank(residuals *r) {
+    const int d = r->d, nb = max_blocks(r->m);
+    for (int t = 0; t < r->n; t++)
+        memcpy(r->R + ((long)t * nb + r->n_banked) * d, r->P + (long)t * d, sizeof(float) * d);
+    r->n_banked++;
+}
+
+static void embed_row(const kernels_matrix *e, int32_t id, float *out) {
+    if (e->type == KERNELS_F32) {
+        memcpy(out, (const float *)e->data + (long)id * e->cols, sizeof(float) * e->cols);
+        return;
+    }
+    const uint16_t *src = (const uint16_t *)e->data + (long)id * e->cols;
+    for (int c = 0; c < e->cols; c++)
+        out[c] = dtype_bf16_to_f32(src[c]);
+}
+
+static void token_mixer(const model *m, const model_layer *ly, forward_state *st, int start, const float *x, int n,
+                        float *out, float *scratch, const kernels_impl *impl, threads *pool) {
+    if (ly->is_kda)
+        kda_forward(&m->kda, &ly->kda, st->kda + (long)ly->state_index * kda_state_floats(&m->kda), x, n, out,
+                    scratch, impl, pool);
+    else
+        mla_forward(&m->mla, &ly->mla,
+                    st->mla + (long)ly->state_index * st->capacity * mla_cache_row_floats(&m->mla), start, x, n,
+                    out, scratch, impl, pool);
+}
+
+static void channel_mixer(const model *m, const model_layer *ly, const float *x, int n, float *out, float *scratch,
+                          const kernels_impl *impl, threads *pool) {
+    if (ly->is_moe)
+        moe_forward(&m->moe, &ly->moe, x, n, out, NULL, scratch, impl, pool);
+    else
+        moe_mlp_forward(&ly->dense, m->hidden, m->dense_inter, m->moe.situ_beta, m->moe.situ_linear_beta, x, n, out,
+                        scratch, impl, pool);
+}
+
+void forward_run(const model *m, forward_state *st, int start, const int32_t *ids, int n, int first_out,
+                 float *logits, float *scratch, const kernels_impl *impl, threads *pool) {
+    const int d = m->hidden, nb = max_blocks(m);
+    const long nd = (long)n * d;
+    residuals r = {m, n, d, 0, scratch, NULL, NULL};
+    float *h = r.P + nd, *x = h + nd, *a = x + nd;
+    r.R = a + nd;
+    r.score = r.R + nd * nb;
+    float *mix_scratch = r.score + nb + 1;
+
+    for (int t = 0; t < n; t++)
+        embed_row(&m->embed, ids[t], r.P + (long)t * d);
+
+    for (int l = 0; l < m->n_layers; l++) {
+        const model_layer *ly = &m->layers[l];
+        const int block_start = m->attn_res_block > 0 && l % m->attn_res_block == 0;
+        /* Attention site. Without attention residuals P is the plain residual stream. */
+        if (m->attn_res_block == 0 || r.n_banked == 0)
+            memcpy(h, r.P, sizeof(float) * nd);
+        else
+            mix_all(&r, ly->attn_res_query, h);
+        if (block_start)
+            bank(&r); /* the RAW block sum, not h; the new block's sum starts from nothing */
+        for (int t = 0; t < n; t++)
+            ops_rmsnorm(h + (long)t * d, ly->input_norm, d, m->norm_eps, x + (long)t * d);
+        token_mixer(m, ly, st, start, x, n, a, mix_scratch, impl, pool);
+        if (block_start)
+            memcpy(r.P, a, sizeof(float) * nd);
+        else
+            for (long i = 0; i < nd; i++)
+                r.P[i] += a[i];
+        /* FFN site: sees this layer's attention output. */
+        if (m->attn_res_block == 0)
+            memcpy(h, r.P, sizeof(float) * nd);
+        else
+            mix_all(&r, ly->mlp_res_query, h);
+        for (int t = 0; t < n; t++)
+            ops_rmsnorm(h + (long)t * d, ly->post_norm, d, m->norm_eps, x + (long)t * d);
+        channel_mixer(m, ly, x, n, a, mix_scratch, impl, pool);
+        for (long i = 0; i < nd; i++)
+            r.P[i] += a[i];
+    }
+
+    if (!logits || first_out >= n)
+        return;
+    const int n_out = n - first_out;
+    if (m->attn_res_block == 0)
+        memcpy(h, r.P, sizeof(float) * nd);
+    else
+        mix_all(&r, m->out_res_query, h);
+    for (int t = first_out; t < n; t++)
+        ops_rmsnorm(h + (long)t * d, m->final_norm, d, m->norm_eps, x + (long)(t - first_out) * d);
+    kernels_matmul(impl, &m->lm_head, x, d, n_out, logits, m->vocab, pool);
+}

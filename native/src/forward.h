@@ -1,0 +1,30 @@
+/* forward.h - the forward pass over a batch of consecutive tokens of one sequence: the only
+ * code that knows the layer order and the block attention residuals (k3-architecture
+ * §3.3). Per-layer math lives in kda.c, mla.c and moe.c. */
+#ifndef K3_FORWARD_H
+#define K3_FORWARD_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+/* What a sequence carries between calls. */
+typedef struct forward_state {
+    float *kda;   /* (n_kda, kda_state_floats): recurrent state + conv history per KDA layer */
+    float *mla;   /* (n_mla, capacity, mla_cache_row_floats): latent cache per MLA layer */
+    int capacity; /* positions the MLA cache holds */
+} forward_state;
+
+long forward_kda_state_floats(const model *m);
+long forward_mla_cache_floats(const model *m, int capacity);
+
+/* Scratch floats forward_run needs for batches of up to `batch` tokens. */
+long forward_scratch_floats(const model *m, int batch, int capacity);
+
+/* Runs ids[0..n) (positions start..start+n-1, start + n <= capacity) through the model and
+ * advances st. For positions i in [first_out, n): logits (n - first_out, vocab) receives
+ * their logits. Ids must be < vocab (the caller checks). */
+void forward_run(const model *m, forward_state *st, int start, const int32_t *ids, int n, int first_out,
+                 float *logits, float *scratch, const kernels_impl *impl, threads *pool);
+
+#endif

@@ -1,0 +1,146 @@
+/* spec.c - k3_generate(): greedy generation, optionally speculative. Each forward pass
+ * verifies the pending token (the model's own choice) plus up to spec_max drafted tokens
+ * in one batched pass, accepts the longest draft prefix greedy decode would have produced
+ * and takes the model's token after it. The KDA state is recurrent and updated in place,
+ * so a partial acceptance restores the snapshot taken before the pass and replays only the
+ * accepted tokens; MLA rows past the accepted point are simply left behind. With the
+ * batch-invariant kernels the output is bit-identical to serial decode by construction.
+ *
+ * The last emitted token is not decoded: nobody has asked for the logits after it yet,
+ * and on a large model a pass costs seconds. The sequence therefore holds every generated
+ * token but the last; k3_sync() adds it when the conversation goes on. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"
+#include "draft.h"
+
+#define SPEC_MAX 16
+
+void k3_generate_params_default(k3_generate_params *p) {
+    memset(p, 0, sizeof *p);
+    p->max_tokens = 256;
+}
+
+static int is_stop(const k3_generate_params *p, int32_t t) {
+    for (int i = 0; i < p->n_stop_ids; i++)
+        if (p->stop_ids[i] == t)
+            return 1;
+    return 0;
+}
+
+typedef struct {
+    k3_context *c;
+    const k3_generate_params *p;
+    k3_generate_stats *st;
+} run;
+
+/* Emits t; returns 1 when generation must end after it. */
+static int emit(run *r, int32_t t) {
+    r->st->emitted++;
+    const int stop = r->p->on_token ? r->p->on_token(r->p->user, t) : 0;
+    if (is_stop(r->p, t)) {
+        r->st->stop_reason = K3_STOP_TOKEN;
+        return 1;
+    }
+    if (stop) {
+        r->st->stop_reason = K3_STOP_CALLBACK;
+        return 1;
+    }
+    if (r->st->emitted >= r->p->max_tokens) {
+        r->st->stop_reason = K3_STOP_LENGTH;
+        return 1;
+    }
+    return 0;
+}
+
+k3_status k3_generate(k3_context *c, const k3_generate_params *params, k3_generate_stats *stats) {
+    k3_generate_params defaults;
+    k3_generate_stats local;
+    if (!params) {
+        k3_generate_params_default(&defaults);
+        params = &defaults;
+    }
+    if (!stats)
+        stats = &local;
+    memset(stats, 0, sizeof *stats);
+    error_clear(&c->err);
+    if (c->length < 1 || c->next < 0)
+        return error_set(&c->err, K3_ERR_INVALID_ARGUMENT, "k3_generate: the sequence is empty; decode a prompt first");
+    if (params->max_tokens < 1 || params->spec_max < 0 || params->spec_max > SPEC_MAX ||
+        (params->n_stop_ids > 0 && !params->stop_ids) || (params->n_context_ids > 0 && !params->context_ids))
+        return error_set(&c->err, K3_ERR_INVALID_ARGUMENT,
+                         "k3_generate: max_tokens %d (>= 1), spec_max %d (0..%d), %d stop ids, %d context ids",
+                         params->max_tokens, params->spec_max, SPEC_MAX, params->n_stop_ids, params->n_context_ids);
+    run r = {c, params, stats};
+    draft *d = NULL;
+    k3_status s = K3_OK;
+    if (params->spec_max > 0) {
+        if ((s = draft_new(&d, &c->err)) != K3_OK ||
+            (s = draft_set_material(d, params->context_ids, params->n_context_ids, &c->err)) != K3_OK)
+            goto done;
+    }
+    int32_t batch[SPEC_MAX + 1], verdict[SPEC_MAX + 1];
+    for (;;) {
+        const int32_t pending = c->next;
+        if (emit(&r, pending))
+            break;
+        if (context_cancel_requested(c)) {
+            s = error_set(&c->err, K3_ERR_CANCELLED, "cancelled after %d generated tokens", stats->emitted);
+            break;
+        }
+        /* Room: the pending token plus the drafts must fit the context. */
+        int room = c->params.max_context - c->length - 1;
+        if (room < 0) {
+            s = error_set(&c->err, K3_ERR_CONTEXT_FULL, "generation reached the context of %d positions after %d tokens",
+                          c->params.max_context, stats->emitted);
+            break;
+        }
+        int n_draft = 0;
+        if (d) {
+            int max = params->spec_max < room ? params->spec_max : room;
+            const int left = params->max_tokens - stats->emitted; /* drafts past the limit are wasted */
+            if (max > left)
+                max = left;
+            if ((s = draft_sync(d, c->tokens, c->length, &c->err)) != K3_OK)
+                break;
+            n_draft = draft_propose(d, pending, max, params->stop_ids, params->n_stop_ids, batch + 1);
+        }
+        batch[0] = pending;
+        if (n_draft > 0 && (s = context_snapshot_take(c, &c->rollback, 0)) != K3_OK)
+            break;
+        stats->forward_passes++;
+        if ((s = context_decode(c, batch, n_draft + 1, NULL, 0, n_draft ? verdict : NULL)) != K3_OK)
+            break;
+        if (n_draft == 0)
+            continue;
+        stats->rounds++;
+        stats->drafted += n_draft;
+        int accepted = 0;
+        while (accepted < n_draft && verdict[accepted] == batch[accepted + 1])
+            accepted++;
+        draft_feedback(d, n_draft, accepted);
+        stats->accepted += accepted;
+        /* Emit the accepted drafts; one may end generation early. */
+        int used = 0, ended = 0;
+        while (used < accepted && !ended)
+            ended = emit(&r, batch[1 + used++]);
+        const int keep = 1 + used; /* tokens of this pass that belong to the sequence */
+        if (keep < n_draft + 1) {
+            context_snapshot_restore(c, &c->rollback);
+            if (ended) {
+                /* batch[used] was emitted last and stays undecoded, like any last token. */
+                if (keep - 1 > 0 && (s = context_decode(c, batch, keep - 1, NULL, 0, NULL)) != K3_OK)
+                    break;
+            } else if ((s = context_decode(c, batch, keep, NULL, 0, NULL)) != K3_OK) {
+                break;
+            }
+        }
+        if (ended)
+            break;
+        c->next = verdict[accepted];
+    }
+done:
+    draft_free(d);
+    return s;
+}

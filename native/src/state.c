@@ -1,0 +1,290 @@
+/* state.c - saving and loading a context's sequence and carried state (k3_state_save,
+ * k3_state_load), so a conversation resumes after a restart without re-reading it.
+ *
+ * File format, version 1. All integers little-endian.
+ *   offset  size  field
+ *   0       8     magic "K3STATE\0"
+ *   8       4     format version (1)
+ *   12      4     header size in bytes (96 for version 1)
+ *   16      4     hidden_size                      \
+ *   20      4     num_hidden_layers                 |
+ *   24      4     vocab_size                        |
+ *   28      4     KDA heads                         |  the architecture fingerprint:
+ *   32      4     KDA head dim                      |  every dimension that changes what
+ *   36      4     short-conv taps                   |  the payload bytes mean
+ *   40      4     KDA layers                        |
+ *   44      4     MLA layers                        |
+ *   48      4     MLA cache row floats (kv_lora + rope)
+ *   52      4     reserved, 0                      /
+ *   56      8     layer plan hash: FNV-1a of the per-layer KDA/MLA flags
+ *   64      8     model identity: FNV-1a of the model directory's config.json bytes
+ *   72      4     token count n
+ *   76      4     reserved, 0
+ *   80      8     payload size in bytes
+ *   88      8     payload checksum: FNV-1a 64 of the payload bytes
+ *   96      ...   payload:
+ *                   n int32 tokens
+ *                   one int32: the greedy next token (-1 when n is 0)
+ *                   KDA state: per KDA layer, S (heads, dk, dv) then the conv history
+ *                     (3, taps-1, heads*dk), float32
+ *                   MLA rows: per MLA layer, rows 0..n-1 of (kv_lora + rope) float32
+ * A file is written to PATH.tmp-PID, flushed, fsync'ed, then renamed over PATH, so a crash
+ * leaves either the old file or the new one. Loading checks magic, version, header size,
+ * fingerprint (naming the first field that differs, with both values), model identity,
+ * that the file length equals header + payload, the checksum, and the token count against
+ * the context's capacity; it changes the context only after every check has passed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "context.h"
+
+#define STATE_MAGIC "K3STATE"
+#define STATE_VERSION 1
+#define STATE_HEADER 96
+
+typedef struct {
+    uint32_t dims[10];
+    uint64_t layer_plan;
+    uint64_t model_id;
+} fingerprint;
+
+static const char *const dim_names[10] = {
+    "hidden_size", "num_hidden_layers", "vocab_size", "KDA heads", "KDA head dim",
+    "short-conv taps", "KDA layers", "MLA layers", "MLA cache row floats", "reserved"};
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+#define FNV_START 14695981039346656037ull
+
+/* FNV-1a of the model directory's config.json, or 0 when it cannot be read. */
+static uint64_t config_identity(const model *m) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", st_dir(m->tensors));
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    uint64_t h = FNV_START;
+    unsigned char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        h = fnv1a(h, buf, n);
+    fclose(f);
+    return h;
+}
+
+static fingerprint model_fingerprint(const model *m) {
+    fingerprint f = {{(uint32_t)m->hidden, (uint32_t)m->n_layers, (uint32_t)m->vocab, (uint32_t)m->kda.heads,
+                      (uint32_t)m->kda.head_dim, (uint32_t)m->kda.conv_k, (uint32_t)m->n_kda, (uint32_t)m->n_mla,
+                      (uint32_t)mla_cache_row_floats(&m->mla), 0},
+                     FNV_START,
+                     config_identity(m)};
+    f.layer_plan = fnv1a(FNV_START, m->config.layer_is_kda, (size_t)m->n_layers);
+    return f;
+}
+
+static void put32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+static uint64_t get64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* Payload pieces, in file order. */
+typedef struct {
+    const void *ptr;
+    size_t bytes;
+} piece;
+
+static size_t row_bytes(const model *m) {
+    return sizeof(float) * (size_t)mla_cache_row_floats(&m->mla);
+}
+
+static float *mla_layer(k3_context *c, int l) {
+    return c->state.mla + (size_t)l * c->state.capacity * mla_cache_row_floats(&c->model->m->mla);
+}
+
+static size_t payload_bytes(const model *m, int n) {
+    return sizeof(int32_t) * ((size_t)n + 1) + sizeof(float) * (size_t)forward_kda_state_floats(m) +
+           (size_t)m->n_mla * n * row_bytes(m);
+}
+
+static int write_all(int fd, const void *p, size_t n) {
+    const char *b = p;
+    while (n > 0) {
+        const ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+k3_status k3_state_save(k3_context *c, const char *path) {
+    const model *m = c->model->m;
+    error_clear(&c->err);
+    const int n = c->length;
+    const int32_t next = c->next;
+    const fingerprint f = model_fingerprint(m);
+    const size_t kda = sizeof(float) * (size_t)forward_kda_state_floats(m);
+
+    uint64_t sum = FNV_START;
+    sum = fnv1a(sum, c->tokens, sizeof(int32_t) * (size_t)n);
+    sum = fnv1a(sum, &next, sizeof next);
+    sum = fnv1a(sum, c->state.kda, kda);
+    for (int l = 0; l < m->n_mla; l++)
+        sum = fnv1a(sum, mla_layer(c, l), (size_t)n * row_bytes(m));
+
+    unsigned char h[STATE_HEADER] = {0};
+    memcpy(h, STATE_MAGIC, 8);
+    put32(h + 8, STATE_VERSION);
+    put32(h + 12, STATE_HEADER);
+    for (int i = 0; i < 10; i++)
+        put32(h + 16 + 4 * i, f.dims[i]);
+    put64(h + 56, f.layer_plan);
+    put64(h + 64, f.model_id);
+    put32(h + 72, (uint32_t)n);
+    put64(h + 80, payload_bytes(m, n));
+    put64(h + 88, sum);
+
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return error_set(&c->err, K3_ERR_INVALID_ARGUMENT, "state file path is too long: %s", path);
+    const int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        return error_set(&c->err, K3_ERR_IO, "cannot write state file %s: %s", tmp, strerror(errno));
+    int bad = write_all(fd, h, sizeof h) || write_all(fd, c->tokens, sizeof(int32_t) * (size_t)n) ||
+              write_all(fd, &next, sizeof next) || write_all(fd, c->state.kda, kda);
+    for (int l = 0; l < m->n_mla && !bad; l++)
+        bad = write_all(fd, mla_layer(c, l), (size_t)n * row_bytes(m));
+    const int saved_errno = errno;
+    if (bad || fsync(fd) != 0) {
+        close(fd);
+        unlink(tmp);
+        return error_set(&c->err, K3_ERR_IO, "writing state file %s failed: %s", tmp,
+                         strerror(bad ? saved_errno : errno));
+    }
+    if (close(fd) != 0 || rename(tmp, path) != 0) {
+        const int e = errno;
+        unlink(tmp);
+        return error_set(&c->err, K3_ERR_IO, "cannot move %s to %s: %s", tmp, path, strerror(e));
+    }
+    return K3_OK;
+}
+
+k3_status k3_state_load(k3_context *c, const char *path) {
+    const model *m = c->model->m;
+    error_clear(&c->err);
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return error_set(&c->err, K3_ERR_IO, "cannot open state file %s: %s", path, strerror(errno));
+    unsigned char h[STATE_HEADER];
+    unsigned char *payload = NULL;
+    k3_status s = K3_OK;
+    const size_t got = fread(h, 1, sizeof h, fp);
+    if (got < 16 || memcmp(h, STATE_MAGIC, 8) != 0) {
+        s = error_set(&c->err, K3_ERR_STATE, "%s is not a k3 state file (%s)", path,
+                      got < 16 ? "shorter than a header" : "bad magic");
+        goto done;
+    }
+    if (get32(h + 8) != STATE_VERSION || get32(h + 12) != STATE_HEADER) {
+        s = error_set(&c->err, K3_ERR_STATE, "%s is state format version %u (header %u bytes); this engine reads version %d",
+                      path, get32(h + 8), get32(h + 12), STATE_VERSION);
+        goto done;
+    }
+    if (got != sizeof h) {
+        s = error_set(&c->err, K3_ERR_STATE, "%s is truncated: %zu bytes, shorter than its %d-byte header", path, got,
+                      STATE_HEADER);
+        goto done;
+    }
+    const fingerprint f = model_fingerprint(m);
+    for (int i = 0; i < 10; i++)
+        if (get32(h + 16 + 4 * i) != f.dims[i]) {
+            s = error_set(&c->err, K3_ERR_STATE,
+                          "%s was saved by a model of another architecture: %s %u, this model has %u", path,
+                          dim_names[i], get32(h + 16 + 4 * i), f.dims[i]);
+            goto done;
+        }
+    if (get64(h + 56) != f.layer_plan) {
+        s = error_set(&c->err, K3_ERR_STATE, "%s was saved by a model with another KDA/MLA layer plan", path);
+        goto done;
+    }
+    if (get64(h + 64) != f.model_id) {
+        s = error_set(&c->err, K3_ERR_STATE, "%s was saved by another model (its config.json differs from this one's)",
+                      path);
+        goto done;
+    }
+    const uint32_t n = get32(h + 72);
+    if ((int64_t)n > c->params.max_context) {
+        s = error_set(&c->err, K3_ERR_STATE, "%s holds %u tokens, more than this context's %d positions", path, n,
+                      c->params.max_context);
+        goto done;
+    }
+    const size_t want = payload_bytes(m, (int)n);
+    if (get64(h + 80) != want) {
+        s = error_set(&c->err, K3_ERR_STATE, "%s: payload size %llu for %u tokens, expected %zu", path,
+                      (unsigned long long)get64(h + 80), n, want);
+        goto done;
+    }
+    payload = malloc(want ? want : 1);
+    if (!payload) {
+        s = error_set(&c->err, K3_ERR_OUT_OF_MEMORY, "loading %s: out of memory for %zu bytes", path, want);
+        goto done;
+    }
+    const size_t read = fread(payload, 1, want, fp);
+    if (read != want || fgetc(fp) != EOF) {
+        s = error_set(&c->err, K3_ERR_STATE, "%s is %s: %zu payload bytes%s, expected %zu", path,
+                      read != want ? "truncated" : "longer than its header says", read,
+                      read != want ? "" : " and more", want);
+        goto done;
+    }
+    if (fnv1a(FNV_START, payload, want) != get64(h + 88)) {
+        s = error_set(&c->err, K3_ERR_STATE, "%s is corrupted: its checksum does not match its contents", path);
+        goto done;
+    }
+    /* Every check passed: now the context changes. */
+    const unsigned char *p = payload;
+    const size_t kda = sizeof(float) * (size_t)forward_kda_state_floats(m);
+    memcpy(c->tokens, p, sizeof(int32_t) * n);
+    p += sizeof(int32_t) * n;
+    memcpy(&c->next, p, sizeof(int32_t));
+    p += sizeof(int32_t);
+    memcpy(c->state.kda, p, kda);
+    p += kda;
+    for (int l = 0; l < m->n_mla; l++) {
+        memcpy(mla_layer(c, l), p, (size_t)n * row_bytes(m));
+        p += (size_t)n * row_bytes(m);
+    }
+    c->length = (int)n;
+done:
+    free(payload);
+    fclose(fp);
+    return s;
+}

@@ -1,0 +1,46 @@
+// engine.ts - the engine benchmark of `npm run bench`: on the `small` fixture, the k3 CLI's
+// `bench` command (memory bandwidth by a triad, then prefill and decode in the same
+// process) with 1 and 2 threads, printed side by side and written to out/bench/engine.json.
+// Timing lives here, never in tests.
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { ensureFixture } from '../../test/support/fixtures';
+import { k3Cli, repoRoot } from '../../test/support/paths';
+
+interface BenchResult {
+  threads: number;
+  bandwidth_bytes_per_s: number;
+  prefill_tokens_per_s: number;
+  decode_tokens_per_s: number;
+  weight_bytes_per_token: number;
+  bound_tokens_per_s: number;
+  achieved_over_bound: number;
+  peak_rss_bytes: number;
+}
+
+const outDir = path.join(repoRoot, 'out/bench');
+fs.mkdirSync(outDir, { recursive: true });
+const model = ensureFixture({ size: 'small' });
+const results: BenchResult[] = [];
+for (const threads of [1, 2]) {
+  const json = path.join(outDir, `engine-${threads}.json`);
+  execFileSync(k3Cli, ['bench', model, '--threads', String(threads), '--prompt-tokens', '128', '--gen', '64', '--out', json], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  results.push(JSON.parse(fs.readFileSync(json, 'utf8')) as BenchResult);
+}
+
+const rows: [string, (r: BenchResult) => string][] = [
+  ['memory bandwidth (triad), GB/s', (r) => (r.bandwidth_bytes_per_s / 1e9).toFixed(2)],
+  ['prefill, tokens/s', (r) => r.prefill_tokens_per_s.toFixed(1)],
+  ['decode, tokens/s', (r) => r.decode_tokens_per_s.toFixed(2)],
+  ['weight MB per decoded token', (r) => (r.weight_bytes_per_token / 1e6).toFixed(1)],
+  ['bandwidth-bound decode, tokens/s', (r) => r.bound_tokens_per_s.toFixed(2)],
+  ['achieved / bound', (r) => `${(100 * r.achieved_over_bound).toFixed(1)} %`],
+  ['peak RSS, MB (measured)', (r) => (r.peak_rss_bytes / 1e6).toFixed(0)],
+];
+console.log(`\nengine on the small fixture (${path.basename(model)})`);
+console.log(`${''.padEnd(36)}${results.map((r) => `${r.threads} thread${r.threads > 1 ? 's' : ''}`.padStart(14)).join('')}`);
+for (const [label, cell] of rows) console.log(`${label.padEnd(36)}${results.map((r) => cell(r).padStart(14)).join('')}`);
+fs.writeFileSync(path.join(outDir, 'engine.json'), JSON.stringify({ model: 'small', results }, null, 2) + '\n');

@@ -1,0 +1,113 @@
+// spec-state.test.ts - speculative decoding and saved state through the k3 CLI on the tiny
+// fixture: for every draft length 1..8 the output equals serial greedy decode, whether the
+// drafts are all accepted, partly accepted or absent; a saved and resumed sequence
+// continues bit for bit like an uninterrupted one; broken or foreign state files are
+// refused with their own message.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { k3Binaries } from '../support/engine';
+import { ensureFixture } from '../support/fixtures';
+
+const k3 = k3Binaries.plain;
+
+function run(args: string[]): { stdout: string; stderr: string; status: number | null } {
+  const r = spawnSync(k3, args, { encoding: 'utf8' });
+  return { stdout: r.stdout, stderr: r.stderr, status: r.status };
+}
+
+function generated(stdout: string): number[] {
+  const m = /^generated: \[([^\]]*)\]$/m.exec(stdout);
+  assert.ok(m, `no generated ids in:\n${stdout}`);
+  return m[1] === '' ? [] : m[1].split(', ').map(Number);
+}
+
+function specStats(stdout: string) {
+  const m = /^spec: (\d+) rounds, (\d+) drafted, (\d+) accepted/m.exec(stdout);
+  assert.ok(m, `no spec line in:\n${stdout}`);
+  return { rounds: Number(m[1]), drafted: Number(m[2]), accepted: Number(m[3]) };
+}
+
+const GEN = 24;
+const PROMPTS = {
+  'non-repetitive text': '1008,10484,318,15383,387',
+  'highly repetitive code': '1512,12,19,4,2766,11,1512,12,19,4,2766,11,1512,12,19,4,2766,11,1512,12,19',
+};
+
+for (const [kind, ids] of Object.entries(PROMPTS)) {
+  test(`speculative decode with drafts of 1..8 tokens equals serial greedy decode (${kind})`, () => {
+    const model = ensureFixture();
+    const serial = generated(run([model, '--ids', ids, '--gen', String(GEN), '--incremental']).stdout);
+    assert.equal(serial.length, GEN);
+    const tail = ids.split(',').slice(-3).join(',');
+    // Material the drafter will follow: the true continuation (drafts all accepted), and a
+    // copy with every fourth token wrong (drafts partly accepted).
+    const perfect = `${tail},${serial.join(',')}`;
+    const corrupted = `${tail},${serial.map((t, i) => (i % 4 === 3 ? (t + 1) % 163584 : t)).join(',')}`;
+    for (let k = 1; k <= 8; k++) {
+      for (const [label, material] of [['no material', null], ['perfect material', perfect], ['corrupted material', corrupted]]) {
+        const args = [model, '--ids', ids, '--gen', String(GEN), '--spec', String(k)];
+        if (material) args.push('--context-ids', material);
+        const r = run(args);
+        assert.equal(r.status, 0, r.stderr);
+        assert.deepEqual(generated(r.stdout), serial, `--spec ${k}, ${label}`);
+        const stats = specStats(r.stdout);
+        if (label === 'perfect material') assert.equal(stats.accepted, stats.drafted, `--spec ${k}: every draft accepted`);
+        if (label === 'perfect material') assert.ok(stats.drafted >= GEN / 2, `--spec ${k}: drafted ${stats.drafted}`);
+        if (label === 'corrupted material' && k >= 4) assert.ok(stats.accepted < stats.drafted, `--spec ${k}: a rejection happened`);
+      }
+    }
+  });
+}
+
+test('a saved and resumed sequence continues bit for bit like an uninterrupted one', () => {
+  const model = ensureFixture();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-state-'));
+  try {
+    const state = path.join(dir, 'conversation.k3state');
+    const save = run([model, '--ids', '1512,12,19,4,2766,11,220', '--gen', '0', '--save-state', state]);
+    assert.equal(save.status, 0, save.stderr);
+    const resumed = run([model, '--ids', '1008,10484', '--load-state', state, '--gen', '16', '--dump-logits', path.join(dir, 'a.bin')]);
+    assert.equal(resumed.status, 0, resumed.stderr);
+    assert.match(resumed.stdout, /^prefilled 2 tokens \(7 resumed from held state\)$/m);
+    const whole = run([model, '--ids', '1512,12,19,4,2766,11,220,1008,10484', '--gen', '16', '--incremental', '--dump-logits', path.join(dir, 'b.bin')]);
+    assert.equal(whole.status, 0, whole.stderr);
+    assert.deepEqual(generated(resumed.stdout), generated(whole.stdout));
+    assert.ok(fs.readFileSync(path.join(dir, 'a.bin')).equals(fs.readFileSync(path.join(dir, 'b.bin'))), 'first-step logits differ');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('state files that are truncated, corrupted, from another model or another architecture are refused', () => {
+  const model = ensureFixture();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-state-'));
+  try {
+    const state = path.join(dir, 'good.k3state');
+    assert.equal(run([model, '--ids', '1,2,3,4,5', '--gen', '0', '--save-state', state]).status, 0);
+    const good = fs.readFileSync(state);
+    const variants: [string, Buffer, RegExp, string][] = [
+      ['truncated', good.subarray(0, good.length - 100), /is truncated/, model],
+      ['byte-flipped', Buffer.from(good.map((b, i) => (i === good.length - 7 ? b ^ 0x10 : b))), /is corrupted: its checksum does not match/, model],
+      ['another architecture', (() => { const b = Buffer.from(good); b.writeUInt32LE(b.readUInt32LE(16) + 1, 16); return b; })(), /another architecture: hidden_size 65, this model has 64/, model],
+      ['not a state file', Buffer.from('hello, this is not a state file at all, not even close'), /is not a k3 state file/, model],
+      ['another model', good, /saved by another model/, ensureFixture({ gate: 'softplus' })],
+    ];
+    for (const [label, bytes, expect, target] of variants) {
+      const file = path.join(dir, `${label}.k3state`);
+      fs.writeFileSync(file, bytes);
+      for (const bin of [k3Binaries.plain, k3Binaries.asan]) {
+        const r = spawnSync(bin, [target, '--ids', '6', '--load-state', file, '--gen', '1'], { encoding: 'utf8' });
+        assert.equal(r.status, 1, `${label}: ${r.stderr}`);
+        assert.match(r.stderr, /loading the state failed \(state\)/, label);
+        assert.match(r.stderr, expect, label);
+        assert.doesNotMatch(r.stderr, /AddressSanitizer|runtime error/, label);
+      }
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

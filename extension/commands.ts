@@ -1,14 +1,136 @@
 // commands.ts - the extension's commands as one table: id -> handler. package.json
-// declares the same ids (a test checks that the two agree).
+// declares the same ids with their titles (a test checks that the two agree); the status
+// bar menu lists them from package.json, so titles are written once.
 import * as vscode from 'vscode';
+import { PresetsListRequest } from '../server/protocol';
+import { describeRequestError } from './chatBackend';
 import type { Ctx } from './ctx';
+import { checkModelFolder } from './modelFolder';
+import { availableMemoryBytes, formatBytes, presetItems } from './presets';
 
 export const commands: Record<string, (ctx: Ctx) => unknown> = {
+  'k3.selectPreset': selectPreset,
+  'k3.selectModelFolder': selectModelFolder,
+  'k3.newChat': (ctx) => ctx.chat.newChat(),
+  'k3.clearWorkspaceState': clearWorkspaceState,
+  'k3.toggleCompletions': toggleCompletions,
   'k3.showLogs': (ctx) => ctx.output.show(),
+  'k3.showMenu': showMenu,
+  'k3.restartEngine': (ctx) => ctx.restart('K3: restarting the engine'),
 };
 
 export function registerCommands(ctx: Ctx): void {
   for (const [id, handler] of Object.entries(commands)) {
     ctx.extension.subscriptions.push(vscode.commands.registerCommand(id, () => handler(ctx)));
   }
+}
+
+interface ManifestCommand {
+  command: string;
+  title: string;
+}
+
+interface Manifest {
+  contributes: {
+    commands: ManifestCommand[];
+    configuration: { properties: Record<string, { enum?: string[] }> };
+  };
+}
+
+function manifest(ctx: Ctx): Manifest {
+  return ctx.extension.extension.packageJSON as Manifest;
+}
+
+/** Where a setting is written: the narrowest scope that already sets it, else the user's settings. */
+function targetOf(key: string): vscode.ConfigurationTarget {
+  const i = vscode.workspace.getConfiguration('k3').inspect(key);
+  if (i?.workspaceFolderValue !== undefined) return vscode.ConfigurationTarget.WorkspaceFolder;
+  if (i?.workspaceValue !== undefined) return vscode.ConfigurationTarget.Workspace;
+  return vscode.ConfigurationTarget.Global;
+}
+
+async function selectPreset(ctx: Ctx): Promise<void> {
+  let presets: { id: string; description?: string }[] = (
+    manifest(ctx).contributes.configuration.properties['k3.preset']?.enum ?? ['auto']
+  ).map((id) => ({ id }));
+  let current = ctx.serverPreset ?? ctx.settings.preset;
+  if (ctx.client?.isRunning()) {
+    try {
+      const listed = await ctx.client.sendRequest(PresetsListRequest.type);
+      if (listed.presets.length > 0) presets = listed.presets;
+      current = listed.current || current;
+    } catch (e) {
+      ctx.output.warn(`k3/presets/list: ${describeRequestError(e)}; listing the presets package.json declares`);
+    }
+  }
+  const available = availableMemoryBytes();
+  const items = presetItems(presets, current, available).map((item) => ({
+    ...item,
+    alwaysShow: true,
+  }));
+  const pick = await vscode.window.showQuickPick(items, {
+    title: `K3: Select Memory Preset (${formatBytes(available)} available)`,
+    placeHolder: 'How much memory the engine may use; choosing one reloads the engine',
+    matchOnDescription: true,
+    matchOnDetail: true,
+  });
+  if (!pick || pick.preset === current) return;
+  // A preset the user set in settings.json stays the one place it is chosen (the change
+  // listener in ctx.ts applies it); otherwise the server keeps this workspace's choice.
+  if (ctx.settings.presetExplicit) await vscode.workspace.getConfiguration('k3').update('preset', pick.preset, targetOf('preset'));
+  else await ctx.choosePreset(pick.preset, 'setting');
+}
+
+async function selectModelFolder(ctx: Ctx): Promise<void> {
+  const choose = { label: '$(folder-opened) Choose a folder…', detail: 'A Kimi K3 checkpoint as released: config.json, the safetensors shards, tiktoken.model' };
+  const useDefault = { label: '$(package) Use the embedded default model', detail: 'Clears k3.modelPath' };
+  const how = await vscode.window.showQuickPick([choose, useDefault], {
+    title: 'K3: Select Model Folder',
+    placeHolder: ctx.settings.modelPath ? `Now: ${ctx.settings.modelPath}` : 'Now: the embedded default model',
+  });
+  if (how === useDefault) return ctx.useDefaultModel();
+  if (how !== choose) return;
+  for (;;) {
+    const picked = await vscode.window.showOpenDialog({
+      canSelectFolders: true,
+      canSelectFiles: false,
+      canSelectMany: false,
+      openLabel: 'Use this model folder',
+      title: 'K3: Select Model Folder',
+    });
+    const dir = picked?.[0]?.fsPath;
+    if (!dir) return;
+    const check = checkModelFolder(dir);
+    if (check.ok) {
+      await vscode.workspace.getConfiguration('k3').update('modelPath', dir, vscode.ConfigurationTarget.Global);
+      return;
+    }
+    const again = await vscode.window.showErrorMessage(`K3: ${check.problem}.`, 'Choose Another Folder');
+    if (again !== 'Choose Another Folder') return;
+  }
+}
+
+async function clearWorkspaceState(ctx: Ctx): Promise<void> {
+  const yes = 'Delete';
+  const pick = await vscode.window.showWarningMessage(
+    'Delete K3’s chat history and saved engine state for this workspace?',
+    { modal: true, detail: `Folder: ${ctx.storagePath}` },
+    yes,
+  );
+  if (pick !== yes) return;
+  await ctx.clearWorkspaceState();
+  void vscode.window.showInformationMessage('K3: workspace state cleared.');
+}
+
+async function toggleCompletions(ctx: Ctx): Promise<void> {
+  const enabled = !ctx.settings.completions.enabled;
+  await vscode.workspace.getConfiguration('k3').update('completions.enabled', enabled, targetOf('completions.enabled'));
+}
+
+async function showMenu(ctx: Ctx): Promise<void> {
+  const items = manifest(ctx)
+    .contributes.commands.filter((c) => c.command !== 'k3.showMenu')
+    .map((c) => ({ label: c.title, command: c.command }));
+  const pick = await vscode.window.showQuickPick(items, { title: 'K3', placeHolder: ctx.statusItem.accessibilityInformation?.label });
+  if (pick) await vscode.commands.executeCommand(pick.command);
 }

@@ -1,5 +1,5 @@
-// main.ts - the extension's entry point: creates the context (which starts the language
-// server) and registers the commands. Wiring only; behaviour lives in ctx.ts and commands.ts.
+// main.ts - the extension's entry point: creates the context, registers the commands and
+// starts the language server. Wiring only; behaviour lives in ctx.ts and commands.ts.
 import type * as vscode from 'vscode';
 import { registerCommands } from './commands';
 import { Ctx } from './ctx';
@@ -9,7 +9,7 @@ let ctx: Ctx | undefined;
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   ctx = new Ctx(context);
   registerCommands(ctx);
-  await ctx.start();
+  void ctx.start(); // not awaited: a model load can take minutes, and activation must not wait for it
 }
 
 export async function deactivate(): Promise<void> {

@@ -1,17 +1,86 @@
-// settings.ts - the one place that reads the `k3.*` settings declared in package.json.
-import * as vscode from 'vscode';
+// settings.ts - the one place that reads the `k3.*` settings declared in package.json and
+// turns them into checked values (a wrong type in settings.json falls back to the default).
+// It takes the configuration as an argument and imports `vscode` only for types, so it runs
+// in unit tests; it does not watch for changes (ctx.ts does).
+import type * as vscode from 'vscode';
+import type { SettingsSection } from '../server/protocol';
+
+export interface CompletionSettings {
+  /** Ghost text while typing; when false only the manual trigger asks. */
+  enabled: boolean;
+  /** Language ids where ghost text never appears on its own. */
+  disabledLanguages: string[];
+  /** Completions of several lines; false cuts them at the end of the line. */
+  multiline: boolean;
+  /** Fixed debounce in milliseconds, or null for the adaptive one. */
+  debounceMs: number | null;
+}
 
 export interface Settings {
   /** Model folder; empty means the embedded default model. */
   modelPath: string;
+  /** True when a workspace-level model folder was ignored because the workspace is not trusted. */
+  modelPathIgnored: boolean;
   /** Memory preset name. */
   preset: string;
+  /** True when the user set `k3.preset`; otherwise the server keeps the workspace's own choice. */
+  presetExplicit: boolean;
+  completions: CompletionSettings;
 }
 
-export function readSettings(): Settings {
-  const c = vscode.workspace.getConfiguration('k3');
+/** The part of vscode.WorkspaceConfiguration this reads (section `k3`). */
+export type ConfigurationSource = Pick<vscode.WorkspaceConfiguration, 'get' | 'inspect'>;
+
+/** Settings whose change needs the server restarted (they go in initializationOptions). */
+export const SERVER_SETTINGS = ['k3.modelPath', 'k3.preset'] as const;
+
+const DEFAULT_DISABLED_LANGUAGES = ['plaintext', 'markdown', 'scminput'];
+
+function str(v: unknown, fallback: string): string {
+  return typeof v === 'string' ? v : fallback;
+}
+
+function bool(v: unknown, fallback: boolean): boolean {
+  return typeof v === 'boolean' ? v : fallback;
+}
+
+/**
+ * Reads the `k3` section. A model folder from the workspace or folder settings counts only in
+ * a trusted workspace: an untrusted repository must not point the engine at files of its choosing.
+ */
+export function readSettings(config: ConfigurationSource, workspaceTrusted: boolean): Settings {
+  const model = config.inspect<unknown>('modelPath');
+  const workspaceModel = model?.workspaceFolderValue ?? model?.workspaceValue;
+  let modelPath: string;
+  let modelPathIgnored = false;
+  if (workspaceTrusted || workspaceModel === undefined) {
+    modelPath = str(config.get<unknown>('modelPath'), '');
+  } else {
+    modelPath = str(model?.globalValue ?? model?.defaultValue, '');
+    modelPathIgnored = true;
+  }
+
+  const preset = config.inspect<unknown>('preset');
+  const languages = config.get<unknown>('completions.disabledLanguages');
+  const debounce = config.get<unknown>('completions.debounceMs');
   return {
-    modelPath: c.get<string>('modelPath', ''),
-    preset: c.get<string>('preset', 'auto'),
+    modelPath: modelPath.trim(),
+    modelPathIgnored,
+    preset: str(config.get<unknown>('preset'), 'auto') || 'auto',
+    presetExplicit: [preset?.globalValue, preset?.workspaceValue, preset?.workspaceFolderValue].some((v) => typeof v === 'string'),
+    completions: {
+      enabled: bool(config.get<unknown>('completions.enabled'), true),
+      disabledLanguages: Array.isArray(languages)
+        ? languages.filter((l): l is string => typeof l === 'string')
+        : DEFAULT_DISABLED_LANGUAGES,
+      multiline: bool(config.get<unknown>('completions.multiline'), false),
+      debounceMs:
+        typeof debounce === 'number' && Number.isFinite(debounce) ? Math.min(10000, Math.max(0, Math.round(debounce))) : null,
+    },
   };
+}
+
+/** The part of the settings the server uses, in its shape (initializationOptions.settings). */
+export function serverSection(settings: Settings): SettingsSection {
+  return { completions: { multiline: settings.completions.multiline } };
 }

@@ -38,7 +38,7 @@ export async function buildProduct({ minify = false } = {}) {
       format: 'iife',
       sourcemap: 'linked',
       logLevel: 'warning',
-      entryPoints: [path.join(root, 'webview/main.ts')],
+      entryPoints: [path.join(root, 'webview/main.ts'), path.join(root, 'webview/main.css')],
       outdir: path.join(root, 'dist/webview'),
       minify,
     }),

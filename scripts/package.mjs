@@ -20,6 +20,8 @@ for (const [cmd, argv] of [
       '--target', target,
       '--no-dependencies',
       '--allow-missing-repository',
+      // The README's screenshots are repository-relative; there is no public URL to point them at.
+      '--no-rewrite-relative-links',
       '--out', out,
     ],
   ],

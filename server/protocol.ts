@@ -1,29 +1,490 @@
 // protocol.ts - the one typed description of every custom LSP method (`k3/*`) between the
-// extension and the server. The extension and the webview import its types; the server
-// implements them. Standard LSP (initialize, inline completion, progress, cancellation)
-// is not repeated here. Documented for humans in docs/PROTOCOL.md.
-import { RequestType0 } from 'vscode-languageserver-protocol';
+// extension and the server, and of the webview messages (last section). The extension and
+// the webview import its types; the server implements them. Standard LSP (initialize,
+// text sync, textDocument/inlineCompletion, $/progress, $/cancelRequest) is not repeated
+// here. Documented for humans, with every error and action, in docs/PROTOCOL.md.
+import { NotificationType, RequestType, RequestType0 } from 'vscode-languageserver-protocol';
+
+// ---- Initialization and settings ------------------------------------------------------
 
 /** Options the client passes in `initialize.initializationOptions`. */
 export interface InitializationOptions {
-  /** Model folder (config.json, shards, tiktoken.model); empty: the embedded default. */
+  /** Model folder (config.json, shards, tiktoken.model). Empty or absent: no model is
+   * loaded until `k3/model/load` names one (status phase `no-model`). */
   modelPath?: string;
-  /** Per-workspace folder for chat history, saved engine state and the chosen preset. */
+  /** Per-workspace folder for chat history, saved engine state and the chosen preset.
+   * Absent: nothing is kept between runs. */
   storagePath?: string;
-  /** Memory preset name (`auto`, `laptop`, ...). */
+  /** Memory preset name (`auto`, `laptop`, ...); absent: the workspace's saved choice, else `auto`. */
   preset?: string;
+  /** The `k3` settings section (the same shape `workspace/didChangeConfiguration` sends). */
+  settings?: SettingsSection;
 }
 
+export interface CompletionSettings {
+  /** Several lines; false (default) completes the current line only. */
+  multiline: boolean;
+  /** Most lines of a multi-line completion (default 8). */
+  maxLines: number;
+  /** Most tokens generated per completion (default 128). */
+  maxTokens: number;
+  /** Most prompt tokens: extra context plus the document prefix (default 2048). */
+  maxPromptTokens: number;
+  /** Of which extra context from other documents (default 512). */
+  maxContextTokens: number;
+}
+
+export interface ChatSettings {
+  /** Most tokens of one reply (default 2048). */
+  maxTokens: number;
+  /** New conversations think first (default true). */
+  thinking: boolean;
+  /** Positions a conversation may reach (default 32768). */
+  maxContext: number;
+}
+
+export interface StateSettings {
+  /** Bytes of saved engine state kept for the workspace; oldest evicted first (default 4 GiB). */
+  maxBytes: number;
+  /** Conversations kept; oldest evicted first (default 100). */
+  maxConversations: number;
+}
+
+export interface EngineSettings {
+  /** Worker threads per forward pass; 0 (default): one per core but one. */
+  threads: number;
+  /** Draft up to this many tokens per forward pass (0..16, default 8), in completions and
+   * chat; drafts are verified, so this changes speed, never the text. */
+  speculation: number;
+}
+
+export interface ServerSettings {
+  completions: CompletionSettings;
+  chat: ChatSettings;
+  state: StateSettings;
+  engine: EngineSettings;
+}
+
+/** Any subset of ServerSettings; other keys of the `k3` section are ignored. */
+export interface SettingsSection {
+  completions?: Partial<CompletionSettings>;
+  chat?: Partial<ChatSettings>;
+  state?: Partial<StateSettings>;
+  engine?: Partial<EngineSettings>;
+}
+
+// ---- Errors ------------------------------------------------------------------------------
+
+/** JSON-RPC error codes of `k3` failures (the server-defined range). Malformed params are
+ * the standard InvalidParams (-32602); cancelled requests RequestCancelled (-32800). */
+export const K3ErrorCodes = {
+  /** The model folder does not exist or holds no config.json. */
+  ModelMissing: -32001,
+  /** The model folder's files are broken (truncated shard, bad config, wrong tensor). */
+  ModelInvalid: -32002,
+  /** The model or a context does not fit in memory. */
+  OutOfMemory: -32003,
+  /** The prompt or conversation outgrew the context. */
+  ContextFull: -32004,
+  /** No model is loaded (or it is still loading). */
+  NoModel: -32005,
+  /** The engine failed in a way the user cannot fix (a bug; see the logs). */
+  EngineFailed: -32006,
+  /** The conversation is answering already. */
+  Busy: -32007,
+  /** No conversation has that id. */
+  UnknownConversation: -32008,
+} as const;
+
+export type K3ErrorKind =
+  | 'model-missing'
+  | 'model-invalid'
+  | 'out-of-memory'
+  | 'context-full'
+  | 'no-model'
+  | 'engine-failed'
+  | 'busy'
+  | 'unknown-conversation'
+  | 'invalid-request'
+  | 'state-incompatible'
+  | 'file-corrupt';
+
+/** What the user can do about a failure; the extension shows it as a button. */
+export interface K3Action {
+  kind: 'choose-model-folder' | 'choose-smaller-preset' | 'load-model' | 'show-logs' | 'none';
+  title: string;
+}
+
+/** `data` of every k3 error response, and the body of problem reports. */
+export interface K3ErrorData {
+  kind: K3ErrorKind;
+  action: K3Action;
+  /** The engine's status name (`io`, `out-of-memory`, ...) when the engine reported it. */
+  status?: string;
+  /** The engine's or the server's detail: file, field, numbers. */
+  detail?: string;
+}
+
+/** A problem the server handled without failing a request: a file set aside, a saved
+ * state that could not be used. Sent as `k3/didReportProblem` and in results' `warnings`. */
+export interface K3Problem extends K3ErrorData {
+  message: string;
+}
+
+// ---- Status ------------------------------------------------------------------------------
+
 export type EnginePhase = 'no-model' | 'loading' | 'ready' | 'busy' | 'error';
+
+export interface LoadProgress {
+  modelPath: string;
+  /** `opening`: the engine reads and checks the checkpoint; `sessions`: contexts allocated. */
+  phase: 'opening' | 'tokenizer' | 'sessions';
+  /** Bytes read so far; absent until the engine reports it. */
+  bytesLoaded?: number;
+  /** Bytes of the checkpoint's shards. */
+  bytesTotal: number;
+  elapsedMs: number;
+  /** Expected total, from the last load on this machine scaled by size; absent the first time. */
+  estimateMs?: number;
+}
+
+/** What the engine runs right now. */
+export interface JobStatus {
+  kind: 'completion' | 'chat';
+  stage: 'prefill' | 'generate' | 'save';
+  /** Tokens prefilled (prefill) or generated (generate) so far by this job. */
+  tokens: number;
+  /** Milliseconds since the job started. */
+  elapsedMs: number;
+}
+
+/** One completion request, as measured. */
+export interface CompletionStats {
+  /** `cache`: served from earlier output the user typed into (no engine work). */
+  source: 'engine' | 'cache';
+  outcome: 'done' | 'cancelled' | 'superseded' | 'failed';
+  promptTokens: number;
+  /** Prompt tokens restored from the sequence or a checkpoint, not recomputed. */
+  reusedTokens: number;
+  /** Prompt tokens run through the model. */
+  prefilledTokens: number;
+  generatedTokens: number;
+  /** Tokens the engine still emitted after the cancellation reached it. */
+  tokensAfterCancel?: number;
+  draftedTokens: number;
+  acceptedTokens: number;
+  prefillMs: number;
+  generateMs: number;
+  totalMs: number;
+}
+
+export interface ChatTurnStats {
+  conversationId: string;
+  /** Where the turn resumed from: the context already held it, the saved state, or nothing. */
+  resumedFrom: 'context' | 'saved-state' | 'none';
+  promptTokens: number;
+  reusedTokens: number;
+  prefilledTokens: number;
+  generatedTokens: number;
+  draftedTokens: number;
+  acceptedTokens: number;
+  prefillMs: number;
+  generateMs: number;
+  /** Generated tokens per second. */
+  tokensPerSecond: number;
+}
 
 export interface StatusResult {
   /** Version of the native engine the server loaded. */
   engineVersion: string;
   phase: EnginePhase;
+  /** The model folder loaded or loading. */
+  modelPath?: string;
+  /** The memory preset in use. */
+  preset: string;
+  /** While `phase` is `loading`. */
+  load?: LoadProgress;
+  /** Why there is no model (`no-model`) or what failed (`error`). */
+  error?: K3Problem;
+  /** What the engine runs now (`busy`). */
+  job?: JobStatus;
+  /** Requests waiting for the engine, per kind. */
+  queued: { completion: number; chat: number };
+  lastCompletion?: CompletionStats;
+  lastChat?: ChatTurnStats;
 }
 
-/** `k3/status`: what the engine is doing now. Answered promptly even while it works. */
+/** `k3/status`: what the engine is doing now. Answered at once, even while it works. */
 export namespace StatusRequest {
   export const method = 'k3/status' as const;
   export const type = new RequestType0<StatusResult, void>(method);
 }
+
+/** `k3/didChangeStatus` (server -> client): the status, sent when the phase or job changes
+ * and at most every 250 ms while a job or load progresses. */
+export namespace DidChangeStatusNotification {
+  export const method = 'k3/didChangeStatus' as const;
+  export const type = new NotificationType<StatusResult>(method);
+}
+
+/** `k3/didReportProblem` (server -> client): a problem handled without failing a request. */
+export namespace DidReportProblemNotification {
+  export const method = 'k3/didReportProblem' as const;
+  export const type = new NotificationType<K3Problem>(method);
+}
+
+// ---- Presets -----------------------------------------------------------------------------
+
+export interface PresetInfo {
+  id: string;
+  label: string;
+  description: string;
+}
+
+export interface PresetsListResult {
+  presets: PresetInfo[];
+  /** The preset in use (the workspace's saved choice). */
+  current: string;
+}
+
+/** `k3/presets/list`. */
+export namespace PresetsListRequest {
+  export const method = 'k3/presets/list' as const;
+  export const type = new RequestType0<PresetsListResult, void>(method);
+}
+
+export interface PresetsSetParams {
+  preset: string;
+}
+
+export interface PresetsSetResult {
+  preset: string;
+  /** True when a loaded model was reloaded with the new preset. */
+  reloaded: boolean;
+}
+
+/** `k3/presets/set`: chooses the preset for this workspace (saved) and reloads the model
+ * if one is loaded. */
+export namespace PresetsSetRequest {
+  export const method = 'k3/presets/set' as const;
+  export const type = new RequestType<PresetsSetParams, PresetsSetResult, K3ErrorData>(method);
+}
+
+// ---- Model ---------------------------------------------------------------------------------
+
+export interface ModelLoadParams {
+  /** Absent: the folder from initializationOptions. */
+  modelPath?: string;
+  /** `$/progress` token for this load (work-done progress, cancellable). */
+  workDoneToken?: string | number;
+}
+
+export interface ModelLoadResult {
+  modelPath: string;
+  vocabSize: number;
+  loadMs: number;
+}
+
+/** `k3/model/load`: opens the model (replacing any loaded one). Resolves when it is ready;
+ * cancelling the request or its progress abandons the load. */
+export namespace ModelLoadRequest {
+  export const method = 'k3/model/load' as const;
+  export const type = new RequestType<ModelLoadParams, ModelLoadResult, K3ErrorData>(method);
+}
+
+/** `k3/model/unload`: stops every job and frees the model. */
+export namespace ModelUnloadRequest {
+  export const method = 'k3/model/unload' as const;
+  export const type = new RequestType0<null, void>(method);
+}
+
+// ---- Chat ------------------------------------------------------------------------------------
+
+export interface ChatMessage {
+  id: string;
+  role: 'user' | 'assistant';
+  content: string;
+  /** The assistant's thinking channel; empty when it gave none. */
+  reasoning: string;
+  /** Milliseconds since the epoch. */
+  createdAt: number;
+  /** How an assistant reply ended. */
+  stopReason?: ChatStopReason;
+}
+
+/** `stop-token`: the model ended its turn; `length`: the token limit; `stopped`:
+ * `k3/chat/stop` or a cancelled request. */
+export type ChatStopReason = 'stop-token' | 'length' | 'stopped';
+
+export interface ConversationSummary {
+  id: string;
+  title: string;
+  createdAt: number;
+  updatedAt: number;
+  messageCount: number;
+  /** Whether the model thinks before answering in this conversation (fixed at creation). */
+  thinking: boolean;
+  /** Tokens of its saved engine state; 0 when none is kept. */
+  savedTokens: number;
+}
+
+export interface Conversation extends ConversationSummary {
+  messages: ChatMessage[];
+}
+
+export interface ChatSendParams {
+  /** Absent: a new conversation. */
+  conversationId?: string;
+  message: string;
+  /** For a new conversation: think first (default: the `chat.thinking` setting). */
+  thinking?: boolean;
+  /** Most tokens of this reply (default: the `chat.maxTokens` setting). */
+  maxTokens?: number;
+}
+
+export interface ChatSendResult {
+  conversationId: string;
+  /** The user's message, as recorded. */
+  userMessage: ChatMessage;
+  /** The reply, as recorded. */
+  message: ChatMessage;
+  stats: ChatTurnStats;
+  /** Problems handled on the way (e.g. a saved state that could not be used). */
+  warnings: K3Problem[];
+}
+
+/** `k3/chat/send`: appends a user message, generates the reply (streamed as
+ * `k3/chat/didStream`), records both and saves the engine state, then resolves. */
+export namespace ChatSendRequest {
+  export const method = 'k3/chat/send' as const;
+  export const type = new RequestType<ChatSendParams, ChatSendResult, K3ErrorData>(method);
+}
+
+export interface ChatStreamParams {
+  conversationId: string;
+  /** The id the reply will have. */
+  messageId: string;
+  channel: 'reasoning' | 'content';
+  text: string;
+  /** Tokens generated so far in this reply. */
+  tokens: number;
+}
+
+/** `k3/chat/didStream` (server -> client): a piece of a reply, in order. */
+export namespace ChatStreamNotification {
+  export const method = 'k3/chat/didStream' as const;
+  export const type = new NotificationType<ChatStreamParams>(method);
+}
+
+export interface ChatStopParams {
+  conversationId: string;
+}
+
+/** `k3/chat/stop`: ends the reply being generated in that conversation; its `k3/chat/send`
+ * resolves with what was generated (stopReason `stopped`). */
+export namespace ChatStopRequest {
+  export const method = 'k3/chat/stop' as const;
+  export const type = new RequestType<ChatStopParams, { stopped: boolean }, K3ErrorData>(method);
+}
+
+/** `k3/conversation/list`: newest first. */
+export namespace ConversationListRequest {
+  export const method = 'k3/conversation/list' as const;
+  export const type = new RequestType0<{ conversations: ConversationSummary[] }, void>(method);
+}
+
+/** `k3/conversation/get`: one conversation with its messages. */
+export namespace ConversationGetRequest {
+  export const method = 'k3/conversation/get' as const;
+  export const type = new RequestType<{ conversationId: string }, Conversation, K3ErrorData>(method);
+}
+
+export interface ConversationClearParams {
+  /** Absent: every conversation. */
+  conversationId?: string;
+}
+
+/** `k3/conversation/clear`: deletes conversations with their saved state. */
+export namespace ConversationClearRequest {
+  export const method = 'k3/conversation/clear' as const;
+  export const type = new RequestType<ConversationClearParams, { removed: number }, K3ErrorData>(method);
+}
+
+/** `k3/state/clear`: deletes everything kept for this workspace (history, saved engine
+ * state, the chosen preset, files set aside). */
+export namespace StateClearRequest {
+  export const method = 'k3/state/clear' as const;
+  export const type = new RequestType0<{ removedFiles: number }, void>(method);
+}
+
+// ---------------------------------------------------------------------------------------
+// Webview messages (owned by the extension side; the server never sees them).
+// The chat page (webview/) and its host (extension/chatView.ts) talk only through these
+// two unions, each handled by one exhaustive `switch`. The page renders what it is told
+// and keeps nothing the host does not also know: the conversations themselves live with
+// the host (and, through the host, in the server's per-workspace state).
+// ---------------------------------------------------------------------------------------
+
+/** One message of a conversation, as the chat page shows it. */
+export interface ChatMessageView {
+  id: string;
+  role: 'user' | 'assistant';
+  /** Markdown, as the model wrote it (rendered and sanitised in the page). */
+  content: string;
+  /** The model's reasoning, shown collapsed; empty when it gave none. */
+  reasoning: string;
+  /** `streaming` while tokens arrive; `stopped` when the user pressed Stop. */
+  state: 'streaming' | 'done' | 'stopped' | 'error';
+  /** Why a reply failed, when `state` is `error`. */
+  error?: string;
+}
+
+export interface ConversationSummaryView {
+  id: string;
+  title: string;
+  /** Milliseconds since the epoch of the last message. */
+  updatedAt: number;
+}
+
+export interface ConversationView extends ConversationSummaryView {
+  messages: ChatMessageView[];
+}
+
+/** Whether the chat can answer now, and if not, the sentence that says why. */
+export interface ChatAvailabilityView {
+  canSend: boolean;
+  /** Shown above the input when `canSend` is false, or while the engine is busy loading. */
+  notice: string;
+}
+
+/** Host -> page. */
+export type ToWebview =
+  /** Everything the page shows, sent after `ready` and whenever it must be redrawn whole. */
+  | {
+      type: 'snapshot';
+      conversations: ConversationSummaryView[];
+      current: ConversationView | null;
+      availability: ChatAvailabilityView;
+    }
+  /** A piece of a reply being streamed into `messageId` of `conversationId`. */
+  | { type: 'delta'; conversationId: string; messageId: string; channel: 'content' | 'reasoning'; text: string }
+  /** A message changed as a whole (added, finished, stopped or failed). */
+  | { type: 'message'; conversationId: string; message: ChatMessageView }
+  | { type: 'availability'; availability: ChatAvailabilityView }
+  /** Move keyboard focus to the input (the K3: New Chat command, the view being revealed). */
+  | { type: 'focusInput' };
+
+/** Page -> host. */
+export type FromWebview =
+  /** The page has loaded and wants a snapshot. */
+  | { type: 'ready' }
+  /** `conversationId` null starts a new conversation with this message. */
+  | { type: 'send'; conversationId: string | null; text: string }
+  | { type: 'stop'; conversationId: string }
+  | { type: 'newChat' }
+  | { type: 'openConversation'; conversationId: string }
+  | { type: 'deleteConversation'; conversationId: string }
+  /** A code block's Copy button. */
+  | { type: 'copy'; text: string }
+  /** A code block's Insert button: insert at the cursor of the last active editor. */
+  | { type: 'insert'; text: string };

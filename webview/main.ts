@@ -1,26 +1,168 @@
-// main.ts - the chat view's page script (runs in the sandboxed webview, not in Node).
-// It renders what the extension posts and posts the user's messages back; it has no
-// access to the engine or the file system.
+// main.ts - the chat view's page script (runs in the sandboxed webview, not in Node). It
+// renders the state that state.ts keeps from the host's messages, and posts the user's
+// actions back as FromWebview messages. It has no access to the engine or the files; the
+// only thing it keeps itself (vscode.setState) is the unsent draft.
+import type { ChatMessageView, FromWebview, ToWebview } from '../server/protocol';
+import { renderMarkdown } from './markdown';
+import { initialState, reduce, streamingMessageId, type PageState } from './state';
+
 interface VsCodeApi {
-  postMessage(message: unknown): void;
+  postMessage(message: FromWebview): void;
+  getState(): unknown;
+  setState(state: unknown): void;
 }
 declare function acquireVsCodeApi(): VsCodeApi;
 
 const vscodeApi = acquireVsCodeApi();
+let state: PageState = initialState();
 
-function render(root: HTMLElement): void {
-  const log = document.createElement('div');
-  log.className = 'k3-log';
-  const input = document.createElement('textarea');
-  input.placeholder = 'Ask K3';
-  input.addEventListener('keydown', (e) => {
-    if (e.key === 'Enter' && !e.shiftKey) {
-      e.preventDefault();
-      vscodeApi.postMessage({ type: 'send', text: input.value });
-      input.value = '';
-    }
-  });
-  root.append(log, input);
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, string> = {}, text?: string): HTMLElementTagNameMap[K] {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
 }
 
-render(document.body);
+// The page's fixed frame: conversation bar, notice, messages, composer.
+const app = document.getElementById('app') ?? document.body;
+const bar = el('div', { class: 'bar' });
+const picker = el('select', { id: 'conversations', 'aria-label': 'Conversations' });
+const newButton = el('button', { id: 'new-chat', class: 'secondary', title: 'New chat' }, 'New chat');
+const deleteButton = el('button', { id: 'delete-chat', class: 'secondary', title: 'Delete this conversation' }, 'Delete');
+bar.append(picker, newButton, deleteButton);
+const notice = el('div', { id: 'notice', role: 'status' });
+const messages = el('div', { id: 'messages', role: 'log', 'aria-live': 'polite', 'aria-label': 'Conversation' });
+const composer = el('div', { class: 'composer' });
+const input = el('textarea', { id: 'input', rows: '3', placeholder: 'Ask K3 (Enter sends, Shift+Enter for a new line)', 'aria-label': 'Message' });
+const send = el('button', { id: 'send' }, 'Send');
+const stop = el('button', { id: 'stop', class: 'secondary' }, 'Stop');
+composer.append(input, send, stop);
+app.append(bar, notice, messages, composer);
+
+const saved = vscodeApi.getState() as { draft?: unknown } | undefined;
+if (typeof saved?.draft === 'string') input.value = saved.draft;
+
+/** Reasoning sections the user opened, by message id, kept across re-renders. */
+const openReasoning = new Set<string>();
+
+function renderMessage(m: ChatMessageView): HTMLElement {
+  const box = el('div', { class: `message ${m.role}`, 'data-id': m.id, 'data-state': m.state });
+  box.append(el('div', { class: 'who' }, m.role === 'user' ? 'You' : 'K3'));
+  if (m.role === 'assistant' && m.reasoning) {
+    const details = el('details', { class: 'reasoning' });
+    if (openReasoning.has(m.id)) details.open = true;
+    details.addEventListener('toggle', () => (details.open ? openReasoning.add(m.id) : openReasoning.delete(m.id)));
+    details.append(el('summary', {}, m.state === 'streaming' && !m.content ? 'Reasoning…' : 'Reasoning'));
+    const body = el('div', { class: 'reasoning-body' });
+    body.innerHTML = renderMarkdown(m.reasoning);
+    details.append(body);
+    box.append(details);
+  }
+  const content = el('div', { class: 'content' });
+  if (m.role === 'user') content.textContent = m.content;
+  else {
+    content.innerHTML = renderMarkdown(m.content);
+    for (const pre of Array.from(content.querySelectorAll('pre'))) {
+      const tools = el('div', { class: 'code-tools' });
+      tools.append(
+        el('button', { class: 'secondary', 'data-action': 'copy', title: 'Copy the code' }, 'Copy'),
+        el('button', { class: 'secondary', 'data-action': 'insert', title: 'Insert the code at the cursor' }, 'Insert'),
+      );
+      pre.before(tools);
+    }
+  }
+  box.append(content);
+  if (m.state === 'streaming' && !m.content) box.append(el('div', { class: 'pending' }, m.reasoning ? 'Thinking…' : 'Waiting for the engine…'));
+  if (m.state === 'stopped') box.append(el('div', { class: 'note' }, 'Stopped.'));
+  if (m.state === 'error') box.append(el('div', { class: 'note error' }, m.error ?? 'The reply failed.'));
+  return box;
+}
+
+function nearBottom(): boolean {
+  return messages.scrollHeight - messages.scrollTop - messages.clientHeight < 40;
+}
+
+let lastFocusRequests = 0;
+
+function render(): void {
+  const stick = nearBottom();
+  const current = state.current;
+  picker.replaceChildren(el('option', { value: '' }, current ? 'New chat' : 'New chat (not sent yet)'));
+  for (const c of [...state.conversations].sort((a, b) => b.updatedAt - a.updatedAt)) {
+    picker.append(el('option', { value: c.id }, c.title));
+  }
+  picker.value = current?.id ?? '';
+  picker.disabled = state.conversations.length === 0;
+  deleteButton.disabled = !current;
+
+  notice.textContent = state.availability.notice;
+  notice.hidden = state.availability.notice === '';
+  messages.replaceChildren(...(current?.messages ?? []).map(renderMessage));
+  if (!current || current.messages.length === 0) {
+    messages.append(el('div', { class: 'empty' }, 'Ask about your code. Replies are computed on this machine.'));
+  }
+  const streaming = streamingMessageId(state) !== undefined;
+  stop.hidden = !streaming;
+  send.disabled = !state.availability.canSend || streaming;
+  if (stick) messages.scrollTop = messages.scrollHeight;
+  if (state.focusRequests !== lastFocusRequests) {
+    lastFocusRequests = state.focusRequests;
+    input.focus();
+  }
+}
+
+// Streaming deltas arrive many times a second; the page redraws at most once a frame.
+let frame = 0;
+function scheduleRender(): void {
+  if (frame) return;
+  frame = requestAnimationFrame(() => {
+    frame = 0;
+    render();
+  });
+}
+
+function post(message: FromWebview): void {
+  vscodeApi.postMessage(message);
+}
+
+function submit(): void {
+  const text = input.value.trim();
+  if (!text || send.disabled) return;
+  post({ type: 'send', conversationId: state.current?.id ?? null, text });
+  input.value = '';
+  vscodeApi.setState({ draft: '' });
+}
+
+input.addEventListener('keydown', (e) => {
+  if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+    e.preventDefault();
+    submit();
+  } else if (e.key === 'Escape' && state.current && streamingMessageId(state)) {
+    e.preventDefault();
+    post({ type: 'stop', conversationId: state.current.id });
+  }
+});
+input.addEventListener('input', () => vscodeApi.setState({ draft: input.value }));
+send.addEventListener('click', submit);
+stop.addEventListener('click', () => state.current && post({ type: 'stop', conversationId: state.current.id }));
+newButton.addEventListener('click', () => post({ type: 'newChat' }));
+deleteButton.addEventListener('click', () => state.current && post({ type: 'deleteConversation', conversationId: state.current.id }));
+picker.addEventListener('change', () => {
+  if (picker.value) post({ type: 'openConversation', conversationId: picker.value });
+  else post({ type: 'newChat' });
+});
+messages.addEventListener('click', (e) => {
+  const button = (e.target as HTMLElement).closest('button[data-action]');
+  const code = button?.parentElement?.nextElementSibling?.querySelector('code')?.textContent;
+  if (!button || code === undefined || code === null) return;
+  post(button.getAttribute('data-action') === 'insert' ? { type: 'insert', text: code } : { type: 'copy', text: code });
+});
+
+window.addEventListener('message', (event: MessageEvent<ToWebview>) => {
+  state = reduce(state, event.data);
+  if (event.data.type === 'delta') scheduleRender();
+  else render();
+});
+
+render();
+post({ type: 'ready' });

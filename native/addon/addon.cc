@@ -63,8 +63,10 @@ bool ReadTokenIds(Napi::Env env, const Napi::Value &v, std::vector<int32_t> &ids
 
 class Tokenizer : public Napi::ObjectWrap<Tokenizer> {
   public:
+    static Napi::FunctionReference constructor;
+
     static Napi::Function Define(Napi::Env env) {
-        return DefineClass(env, "Tokenizer",
+        Napi::Function ctor = DefineClass(env, "Tokenizer",
                            {
                                InstanceMethod<&Tokenizer::Encode>("encode"),
                                InstanceMethod<&Tokenizer::Decode>("decode"),
@@ -74,10 +76,17 @@ class Tokenizer : public Napi::ObjectWrap<Tokenizer> {
                                InstanceMethod<&Tokenizer::Close>("close"),
                                InstanceAccessor<&Tokenizer::VocabSize>("vocabSize"),
                            });
+        constructor = Napi::Persistent(ctor);
+        return ctor;
     }
 
     explicit Tokenizer(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Tokenizer>(info) {
         Napi::Env env = info.Env();
+        if (info.Length() == 1 && info[0].IsExternal()) { // from openTokenizer(), below
+            tok_ = info[0].As<Napi::External<k3_tokenizer>>().Data();
+            info.This().As<Napi::Object>().TypeTag(&kTokenizerTag);
+            return;
+        }
         if (!info[0].IsString()) {
             Napi::TypeError::New(env, "new Tokenizer(dir): dir must be a string").ThrowAsJavaScriptException();
             return;
@@ -228,6 +237,49 @@ class Tokenizer : public Napi::ObjectWrap<Tokenizer> {
     k3_tokenizer *tok_ = nullptr;
 };
 
+Napi::FunctionReference Tokenizer::constructor;
+
+// openTokenizer(dir) -> Promise<Tokenizer>: the same as new Tokenizer(dir), read on a
+// worker thread (parsing tiktoken.model takes a few hundred milliseconds).
+class TokenizerOpenJob : public Napi::AsyncWorker {
+  public:
+    TokenizerOpenJob(Napi::Env env, std::string dir)
+        : Napi::AsyncWorker(env, "k3-tokenizer-open"), dir_(std::move(dir)), deferred_(Napi::Promise::Deferred::New(env)) {}
+
+    Napi::Promise Promise() { return deferred_.Promise(); }
+
+  protected:
+    void Execute() override { status_ = k3_tokenizer_open(dir_.c_str(), &tok_, detail_, sizeof detail_); }
+
+    void OnOK() override {
+        Napi::Env env = Env();
+        if (status_ != K3_OK) {
+            deferred_.Reject(MakeK3Error(env, status_, detail_).Value());
+            return;
+        }
+        deferred_.Resolve(Tokenizer::constructor.New({Napi::External<k3_tokenizer>::New(env, tok_)}));
+    }
+
+  private:
+    std::string dir_;
+    Napi::Promise::Deferred deferred_;
+    k3_tokenizer *tok_ = nullptr;
+    k3_status status_ = K3_OK;
+    char detail_[1024] = "";
+};
+
+Napi::Value OpenTokenizer(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    if (!info[0].IsString()) {
+        Napi::TypeError::New(env, "openTokenizer(dir): dir must be a string").ThrowAsJavaScriptException();
+        return env.Undefined();
+    }
+    auto *job = new TokenizerOpenJob(env, info[0].As<Napi::String>().Utf8Value());
+    Napi::Promise p = job->Promise();
+    job->Queue();
+    return p;
+}
+
 // new TokenStream(tokenizer): push(id) returns the text that is ready (never half a
 // character), end() the rest. Keeps its tokenizer alive.
 class TokenStream : public Napi::ObjectWrap<TokenStream> {
@@ -285,7 +337,9 @@ class TokenStream : public Napi::ObjectWrap<TokenStream> {
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports.Set("version", Napi::Function::New(env, Version, "version"));
     RegisterEngine(env, exports);
+    RegisterSession(env, exports);
     exports.Set("Tokenizer", Tokenizer::Define(env));
+    exports.Set("openTokenizer", Napi::Function::New(env, OpenTokenizer, "openTokenizer"));
     exports.Set("TokenStream", TokenStream::Define(env));
     return exports;
 }

@@ -17,8 +17,9 @@ void ThrowK3Error(Napi::Env env, k3_status status, const char *detail);
 // Adds Model and Context (native/addon/engine.cc) to the exports.
 void RegisterEngine(Napi::Env env, Napi::Object exports);
 
-// The one place the addon opens a checkpoint (any thread; engine.cc).
-k3_status OpenModelHandle(const char *dir, k3_model **out, char *detail, size_t detail_size);
+// The one place the addon opens a checkpoint (any thread; engine.cc). params NULL: mapped.
+k3_status OpenModelHandle(const char *dir, const k3_model_params *params, k3_model **out, char *detail,
+                          size_t detail_size);
 
 // A JS Model owning an already opened model (JS thread; engine.cc).
 Napi::Value WrapModel(Napi::Env env, k3_model *model);
@@ -26,5 +27,8 @@ Napi::Value WrapModel(Napi::Env env, k3_model *model);
 // The open model behind a JS Model; nullptr (with an exception pending when it is closed)
 // when `object` is not an open Model.
 k3_model *ModelHandle(Napi::Env env, Napi::Object object);
+
+// Adds openModel() and Session (native/addon/session.cc) to the exports.
+void RegisterSession(Napi::Env env, Napi::Object exports);
 
 #endif

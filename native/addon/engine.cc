@@ -37,7 +37,7 @@ class Model : public Napi::ObjectWrap<Model> {
         }
         std::string dir = info[0].As<Napi::String>();
         char detail[2048] = "";
-        k3_status s = OpenModelHandle(dir.c_str(), &model_, detail, sizeof detail);
+        k3_status s = OpenModelHandle(dir.c_str(), nullptr, &model_, detail, sizeof detail);
         if (s != K3_OK)
             ThrowK3Error(env, s, detail);
     }
@@ -209,8 +209,9 @@ void ThrowK3Error(Napi::Env env, k3_status status, const char *detail) {
     MakeK3Error(env, status, detail).ThrowAsJavaScriptException();
 }
 
-k3_status OpenModelHandle(const char *dir, k3_model **out, char *detail, size_t detail_size) {
-    return k3_model_open(dir, out, detail, detail_size);
+k3_status OpenModelHandle(const char *dir, const k3_model_params *params, k3_model **out, char *detail,
+                          size_t detail_size) {
+    return k3_model_open(dir, params, out, detail, detail_size);
 }
 
 Napi::Value WrapModel(Napi::Env env, k3_model *model) {

@@ -42,7 +42,8 @@ typedef enum k3_status {
     K3_ERR_TOKENIZER = 10,       /* the tokenizer files are invalid */
     K3_ERR_STATE = 11,           /* a saved state is corrupt or from another architecture */
     K3_ERR_CANCELLED = 12,       /* k3_cancel() stopped the call; the handle stays usable */
-    K3_ERR_EXPERT_READ = 13,     /* a routed expert could not be read: the run is invalid */
+    K3_ERR_EXPERT_READ = 13,     /* a routed expert could not be read: the run is invalid (the
+                                    context is reset to empty; no token came from that pass) */
     K3_ERR_INTERNAL = 14         /* a broken invariant inside the engine (a bug) */
 } k3_status;
 
@@ -143,9 +144,16 @@ size_t k3_detokenize_stream_end(k3_detokenize_stream *stream, char *out);
 typedef struct k3_model k3_model;
 typedef struct k3_context k3_context;
 
+/* Where the weights live and the budgets they get; see "memory: presets, plans, budgets". */
+typedef struct k3_model_params k3_model_params;
+
 /* Opens the checkpoint in `dir` (config.json, model.safetensors.index.json + shards or
- * model.safetensors). Every tensor is checked against the config before it succeeds. */
-k3_status k3_model_open(const char *dir, k3_model **out, char *detail, size_t detail_size);
+ * model.safetensors). Every tensor is checked against the config before it succeeds.
+ * params NULL: every weight mapped from the shards (k3_model_params_default). Before any
+ * budget-sized allocation the model's part of the plan (k3_model_plan) is checked against
+ * MemAvailable: K3_ERR_BUDGET names the shortfall, or the budget below its floor. */
+k3_status k3_model_open(const char *dir, const k3_model_params *params, k3_model **out, char *detail,
+                        size_t detail_size);
 void k3_model_close(k3_model *model);
 
 /* Vocabulary size (rows of lm_head), hidden size and layer count. */
@@ -161,7 +169,9 @@ typedef struct k3_context_params {
 
 void k3_context_params_default(k3_context_params *params);
 
-/* params may be NULL (defaults). */
+/* params may be NULL (defaults). K3_ERR_BUDGET, before allocating, when the context's part
+ * of the plan (recurrent state, KV cache for max_context positions, buffers) exceeds
+ * MemAvailable; the detail gives both numbers. */
 k3_status k3_context_open(k3_model *model, const k3_context_params *params, k3_context **out, char *detail,
                           size_t detail_size);
 void k3_context_close(k3_context *ctx);
@@ -257,9 +267,144 @@ typedef struct k3_counters {
 
 void k3_counters_get(k3_counters *out);
 
-/* Asks the call running on ctx (in another thread) to stop at its next check. The request
- * is consumed by the next call that observes it. */
+/* Asks the call running on ctx (in another thread) to stop at its next check. It is aimed
+ * at that call only: when no cancellable call (k3_decode, k3_sync, k3_generate) is running
+ * it does nothing, and a request the call ends before observing never reaches a later one. */
 void k3_cancel(k3_context *ctx);
+
+/* ------------------------------------------------------ memory: presets, plans, budgets --
+ * Memory is a dial: the same model runs from a few GB or fully resident and produces
+ * bit-identical output; more memory only makes it faster.
+ *
+ * The trunk (each layer's dense weights: attention projections, dense MLP, router, latent
+ * projections, shared experts) is either mapped from the shards (trunk_bytes -1, the
+ * default) or held in memory the engine owns within trunk_bytes: as many layers as fit
+ * are pinned, read once at open; the rest stream through a ring of layer slots, read
+ * just ahead of use. An owned trunk reads embedding rows on demand; lm_head stays mapped.
+ * The routed experts are either mapped (expert_cache_bytes -1, the default) or read into
+ * an LRU cache of expert_cache_bytes: as soon as a layer's router has chosen, reader
+ * threads fetch the missing experts while the shared experts and the latent projection
+ * run. A failed expert read fails the pass with K3_ERR_EXPERT_READ (a failed trunk or
+ * embedding read with K3_ERR_IO); nothing is skipped, no token comes from that pass, and
+ * the context is reset to empty, its carried state having been partly advanced.
+ * A model that owns its trunk or caches experts runs one forward pass at a time: contexts
+ * on other threads wait for it.
+ *
+ * Floors: an owned trunk needs one ring slot of its largest layer (two for reads to
+ * overlap compute); the cache needs top_k slots. A plan names every component before
+ * anything budget-sized is allocated; k3_model_open and k3_context_open refuse
+ * (K3_ERR_BUDGET) what MemAvailable cannot hold (the environment variable K3_MEM_AVAILABLE,
+ * a byte count, overrides /proc/meminfo: for tests, or to plan for a smaller machine).
+ * The plan is a forecast: the measured peak RSS (getrusage) is the figure to quote; it
+ * sits within a few MB of the plan (docs/PERFORMANCE.md gives the measured slack). */
+
+struct k3_model_params {
+    int64_t trunk_bytes;        /* -1: mapped (default); >= 0: owned, pinned layers + ring slots */
+    int64_t expert_cache_bytes; /* -1: mapped (default); >= 0: the expert cache's budget */
+    int io_threads;             /* expert reader threads, 1..16 (default 2) */
+    long fault_expert_read;     /* tests only: the n-th expert read fails as if the shard ended
+                                   there (0: never, default) */
+    /* May be NULL (default). Called on the opening thread while k3_model_open reads the
+     * pinned trunk layers (phase "trunk", bytes done of total, after each layer); a nonzero
+     * return cancels the open: K3_ERR_CANCELLED, nothing kept. */
+    int (*progress)(void *user, const char *phase, uint64_t done, uint64_t total);
+    void *progress_user;
+};
+
+void k3_model_params_default(k3_model_params *params);
+
+/* What a model needs at given budgets and context, component by component, in bytes. The
+ * model's part (trunk .. index) is allocated once per model; the context's part
+ * (recurrent_state, kv_cache, buffers) per context. Checkpoints (k3_checkpoint_limit) come
+ * on top. */
+typedef struct k3_plan {
+    uint64_t trunk;           /* mapped: the dense weights; owned: pinned layers + ring slots */
+    uint64_t embed_lm_head;   /* lm_head, plus the embedding table when the trunk is mapped */
+    uint64_t vectors;         /* norms, biases, conv taps, residual queries as f32 copies */
+    uint64_t index;           /* tensor metadata and the trunk and expert read tables */
+    uint64_t expert_cache;    /* mapped: the whole routed-expert pool; else slots x slot bytes */
+    uint64_t recurrent_state; /* KDA state and conv history */
+    uint64_t kv_cache;        /* MLA latent cache for max_context positions */
+    uint64_t buffers;         /* forward scratch, logits staging, the token list */
+    uint64_t model_total;     /* trunk + embed_lm_head + vectors + index + expert_cache */
+    uint64_t context_total;   /* recurrent_state + kv_cache + buffers */
+    uint64_t total;
+    uint64_t available;       /* MemAvailable when planned; 0: unknown */
+    int fits;                 /* total <= available, or available unknown */
+    /* what the budgets buy */
+    int trunk_mapped, experts_mapped;
+    int layers, layers_pinned, ring_slots;
+    uint64_t ring_slot_bytes;
+    uint64_t dense_weights;   /* every layer's trunk, as an owned trunk lays it out */
+    uint64_t trunk_floor;     /* the smallest owned-trunk budget (one ring slot of the largest layer) */
+    int expert_slots;
+    uint64_t expert_slot_bytes;
+    uint64_t expert_pool;     /* all routed experts, as stored */
+    int64_t experts;          /* routed experts in the pool (MoE layers x experts per layer) */
+    uint64_t cache_floor;     /* the smallest expert cache (top_k slots) */
+    int max_context, batch;
+} k3_plan;
+
+/* Plans the checkpoint in dir under params (NULL: mapped) for a context as cp (NULL:
+ * defaults), reading config.json and the shard headers but no weights. K3_OK with fits 0
+ * when it does not fit this machine; K3_ERR_BUDGET when a budget is below its floor (both
+ * numbers in the detail); the errors of k3_model_open for a bad checkpoint. */
+k3_status k3_plan_model(const char *dir, const k3_model_params *params, const k3_context_params *cp, k3_plan *out,
+                        char *detail, size_t detail_size);
+
+/* The plan of an open model for a context as cp (NULL: defaults), available re-read now. */
+void k3_model_plan(const k3_model *model, const k3_context_params *cp, k3_plan *out);
+
+/* Named budgets for the full-scale release, trunk first: per token the engine reads every
+ * streamed trunk byte but only the selected experts, and K3's router spreads its choices
+ * evenly, which defeats an LRU until the cache is tens of GB. The same table feeds the
+ * CLI's --list-presets and the editor's preset picker. */
+typedef struct k3_preset {
+    const char *name;             /* "laptop", "desktop", "workstation", "server", "max" */
+    int64_t trunk_bytes;          /* the budgets it passes to k3_model_open */
+    int64_t expert_cache_bytes;
+    uint64_t full_scale_peak_rss; /* peak RSS measured with these budgets on the full release
+                                     (4096-token context; see docs/PERFORMANCE.md for source) */
+    uint64_t full_scale_plan;     /* this engine's plan total for the full release, same context */
+    const char *note;             /* one line for a picker */
+} k3_preset;
+
+int k3_preset_count(void);
+const k3_preset *k3_preset_at(int i); /* NULL outside 0..count-1 */
+const k3_preset *k3_preset_find(const char *name); /* NULL for an unknown name (and "auto") */
+
+/* The "auto" preset: budgets sized from mem_available (0: this machine's MemAvailable) for
+ * the checkpoint in dir (NULL: the full-scale release) and a context as cp (NULL:
+ * defaults). The per-context part, the mapped lm_head, vectors and index are reserved
+ * first, plus a safety margin of 1 GiB + 5% of what is available; the trunk gets the rest
+ * up to all of its layers, then the expert cache gets what remains (at least its floor).
+ * K3_ERR_BUDGET below the floor (the detail gives the numbers). plan (may be NULL)
+ * receives the plan of the result. */
+k3_status k3_preset_auto(const char *dir, const k3_context_params *cp, uint64_t mem_available,
+                         k3_model_params *out, k3_plan *plan, char *detail, size_t detail_size);
+
+/* Memory counters of a model since it was opened; every context's passes add to them. */
+typedef struct k3_memory_counters {
+    uint64_t expert_requests;    /* experts asked for: distinct experts per layer pass */
+    uint64_t expert_retained;    /* served by a slot filled in an earlier layer pass */
+    uint64_t expert_evictions;   /* cached experts replaced */
+    uint64_t expert_reads;       /* experts read from disk */
+    uint64_t expert_bytes_read;
+    double expert_read_seconds;  /* summed over reader threads: time inside pread */
+    double expert_wait_seconds;  /* time forward passes waited for expert reads */
+    uint64_t trunk_layer_reads;  /* streamed layers read into the ring */
+    uint64_t trunk_bytes_read;   /* their bytes, plus embedding rows */
+    double trunk_read_seconds;   /* reader time inside pread */
+    double trunk_wait_seconds;   /* time forward passes waited for trunk reads */
+    uint64_t trunk_pinned_bytes; /* read at open for the pinned layers */
+    double trunk_pinned_seconds;
+    uint64_t forward_passes;
+    double forward_seconds;      /* wall-clock time inside forward passes */
+} k3_memory_counters;
+
+void k3_model_memory_counters(const k3_model *model, k3_memory_counters *out);
+
+/* ---- end of memory: presets, plans, budgets ----------------------------------------- */
 
 #ifdef __cplusplus
 }

@@ -143,7 +143,16 @@ void k3_checkpoint_usage(const k3_context *c, int *count, size_t *bytes) {
         *bytes = c->checkpoint_bytes;
 }
 
+static k3_status sync(k3_context *c, const int32_t *ids, int n, int *reused);
+
 k3_status k3_sync(k3_context *c, const int32_t *ids, int n, int *reused) {
+    context_enter(c);
+    const k3_status s = sync(c, ids, n, reused);
+    context_leave(c);
+    return s;
+}
+
+static k3_status sync(k3_context *c, const int32_t *ids, int n, int *reused) {
     error_clear(&c->err);
     if (n < 0 || (n > 0 && !ids))
         return error_set(&c->err, K3_ERR_INVALID_ARGUMENT, "k3_sync: n %d with ids %s", n, ids ? "given" : "NULL");

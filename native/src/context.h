@@ -36,7 +36,10 @@ struct k3_context {
     int32_t next;    /* greedy token after the last decoded position; -1 when empty */
     float *scratch;  /* (forward_scratch_floats(batch)) */
     float *logits;   /* (batch, vocab) staging for positions whose logits the caller did not ask for */
-    atomic_int cancel;
+    /* Cancellation is aimed at one call: call_seq is odd while a cancellable call runs;
+     * k3_cancel() records the running call's number in cancel_seq, which can then never
+     * match a later call. */
+    atomic_uint call_seq, cancel_seq;
     k3_error err;
     /* checkpoint.c */
     context_snapshot *checkpoints; /* (n_checkpoints) */
@@ -53,7 +56,11 @@ k3_status context_decode(k3_context *ctx, const int32_t *ids, int n, float *logi
 /* Forgets the sequence (state to zero, length 0). */
 void context_clear(k3_context *ctx);
 
-/* True (and the request consumed) when k3_cancel() was called. */
+/* Bracket every cancellable public call (k3_decode, k3_sync, k3_generate). */
+void context_enter(k3_context *ctx);
+void context_leave(k3_context *ctx);
+
+/* True when k3_cancel() was called during the current call. */
 int context_cancel_requested(k3_context *ctx);
 
 /* Snapshots (checkpoint.c). with_history: also the MLA rows and tokens, so the snapshot

@@ -37,6 +37,10 @@ k3_status k3_context_open(k3_model *km, const k3_context_params *params, k3_cont
         return err.status;
     }
     const model *m = km->m;
+    if (model_check_context(m, &p, &err) != K3_OK) { /* before allocating anything */
+        error_copy_detail(&err, detail, detail_size);
+        return err.status;
+    }
     k3_context *c = calloc(1, sizeof *c);
     if (!c) {
         error_set(&err, K3_ERR_OUT_OF_MEMORY, "context: out of memory");
@@ -113,8 +117,17 @@ void k3_context_reset(k3_context *c) {
     context_clear(c);
 }
 
+void context_enter(k3_context *c) {
+    atomic_fetch_add(&c->call_seq, 1); /* now odd: running */
+}
+
+void context_leave(k3_context *c) {
+    atomic_fetch_add(&c->call_seq, 1); /* now even: idle; any cancel aimed at it is spent */
+}
+
 int context_cancel_requested(k3_context *c) {
-    return atomic_exchange(&c->cancel, 0);
+    const unsigned seq = atomic_load(&c->call_seq);
+    return (seq & 1u) && atomic_load(&c->cancel_seq) == seq;
 }
 
 void k3_counters_get(k3_counters *out) {
@@ -122,7 +135,9 @@ void k3_counters_get(k3_counters *out) {
 }
 
 void k3_cancel(k3_context *c) {
-    atomic_store(&c->cancel, 1);
+    const unsigned seq = atomic_load(&c->call_seq);
+    if (seq & 1u)
+        atomic_store(&c->cancel_seq, seq);
 }
 
 k3_status context_decode(k3_context *c, const int32_t *ids, int n, float *logits, int n_logits, int32_t *argmax) {
@@ -153,8 +168,12 @@ k3_status context_decode(k3_context *c, const int32_t *ids, int n, float *logits
         if (done + nb == n && first_out > nb - 1)
             first_out = nb - 1;
         const int have_rows = first_out < nb;
-        forward_run(m, &c->state, c->length, ids + done, nb, first_out, have_rows ? c->logits : NULL, c->scratch,
-                    c->impl, c->pool);
+        const k3_status fs = forward_run(m, &c->state, c->length, ids + done, nb, first_out,
+                                         have_rows ? c->logits : NULL, c->scratch, c->impl, c->pool, &c->err);
+        if (fs != K3_OK) { /* a failed read (streamed weights): the state is partly advanced */
+            context_clear(c);
+            return fs;
+        }
         for (int i = first_out; i < nb; i++) {
             const float *row = c->logits + (long)(i - first_out) * m->vocab;
             const int pos = done + i;
@@ -173,5 +192,8 @@ k3_status context_decode(k3_context *c, const int32_t *ids, int n, float *logits
 }
 
 k3_status k3_decode(k3_context *c, const int32_t *ids, int n, float *logits, int n_logits, int32_t *argmax) {
-    return context_decode(c, ids, n, logits, n_logits, argmax);
+    context_enter(c);
+    const k3_status s = context_decode(c, ids, n, logits, n_logits, argmax);
+    context_leave(c);
+    return s;
 }

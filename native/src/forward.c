@@ -5,13 +5,19 @@
  * norm, the layer input is a softmax mix over R + [P]: scores from the RMS-normalised
  * candidates (no gamma) dotted with a learned query, weights applied to the raw candidates.
  * At a block's first layer P is banked into R after the attention-site mix and restarted;
- * the FFN-site mix already includes this layer's attention output. */
+ * the FFN-site mix already includes this layer's attention output.
+ *
+ * With an owned trunk each layer is acquired from trunk.c before use and released after
+ * (the next one is being read meanwhile), and embedding rows are read on demand; a model
+ * that streams runs one forward pass at a time. A failed read ends the pass with its
+ * status: the carried state is then partly advanced and must be discarded. */
 #include "forward.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "dtype.h"
+#include "io.h"
 #include "ops.h"
 
 static int max_blocks(const model *m) {
@@ -110,17 +116,17 @@ static void token_mixer(const model *m, const model_layer *ly, forward_state *st
                     out, scratch, impl, pool);
 }
 
-static void channel_mixer(const model *m, const model_layer *ly, const float *x, int n, float *out, float *scratch,
-                          const kernels_impl *impl, threads *pool) {
+static k3_status channel_mixer(const model *m, const model_layer *ly, const float *x, int n, float *out,
+                               float *scratch, const kernels_impl *impl, threads *pool, k3_error *err) {
     if (ly->is_moe)
-        moe_forward(&m->moe, &ly->moe, x, n, out, NULL, scratch, impl, pool);
-    else
-        moe_mlp_forward(&ly->dense, m->hidden, m->dense_inter, m->moe.situ_beta, m->moe.situ_linear_beta, x, n, out,
-                        scratch, impl, pool);
+        return moe_forward(&m->moe, &ly->moe, x, n, out, NULL, scratch, impl, pool, err);
+    moe_mlp_forward(&ly->dense, m->hidden, m->dense_inter, m->moe.situ_beta, m->moe.situ_linear_beta, x, n, out,
+                    scratch, impl, pool);
+    return K3_OK;
 }
 
-void forward_run(const model *m, forward_state *st, int start, const int32_t *ids, int n, int first_out,
-                 float *logits, float *scratch, const kernels_impl *impl, threads *pool) {
+static k3_status run_layers(const model *m, forward_state *st, int start, const int32_t *ids, int n, int first_out,
+                            float *logits, float *scratch, const kernels_impl *impl, threads *pool, k3_error *err) {
     const int d = m->hidden, nb = max_blocks(m);
     const long nd = (long)n * d;
     residuals r = {m, n, d, 0, scratch, NULL, NULL};
@@ -129,11 +135,25 @@ void forward_run(const model *m, forward_state *st, int start, const int32_t *id
     r.score = r.R + nd * nb;
     float *mix_scratch = r.score + nb + 1;
 
-    for (int t = 0; t < n; t++)
-        embed_row(&m->embed, ids[t], r.P + (long)t * d);
+    for (int t = 0; t < n; t++) {
+        if (!m->trunk) {
+            embed_row(&m->embed, ids[t], r.P + (long)t * d);
+            continue;
+        }
+        const k3_status s = trunk_embed_row(m->trunk, ids[t], r.P + (long)t * d, err);
+        if (s != K3_OK)
+            return s;
+    }
 
     for (int l = 0; l < m->n_layers; l++) {
         const model_layer *ly = &m->layers[l];
+        if (m->trunk) {
+            const void *bound;
+            const k3_status s = trunk_acquire(m->trunk, l, &bound, err);
+            if (s != K3_OK)
+                return s;
+            ly = bound;
+        }
         const int block_start = m->attn_res_block > 0 && l % m->attn_res_block == 0;
         /* Attention site. Without attention residuals P is the plain residual stream. */
         if (m->attn_res_block == 0 || r.n_banked == 0)
@@ -157,13 +177,17 @@ void forward_run(const model *m, forward_state *st, int start, const int32_t *id
             mix_all(&r, ly->mlp_res_query, h);
         for (int t = 0; t < n; t++)
             ops_rmsnorm(h + (long)t * d, ly->post_norm, d, m->norm_eps, x + (long)t * d);
-        channel_mixer(m, ly, x, n, a, mix_scratch, impl, pool);
+        const k3_status s = channel_mixer(m, ly, x, n, a, mix_scratch, impl, pool, err);
+        if (m->trunk)
+            trunk_release(m->trunk, l);
+        if (s != K3_OK)
+            return s;
         for (long i = 0; i < nd; i++)
             r.P[i] += a[i];
     }
 
     if (!logits || first_out >= n)
-        return;
+        return K3_OK;
     const int n_out = n - first_out;
     if (m->attn_res_block == 0)
         memcpy(h, r.P, sizeof(float) * nd);
@@ -172,4 +196,23 @@ void forward_run(const model *m, forward_state *st, int start, const int32_t *id
     for (int t = first_out; t < n; t++)
         ops_rmsnorm(h + (long)t * d, m->final_norm, d, m->norm_eps, x + (long)(t - first_out) * d);
     kernels_matmul(impl, &m->lm_head, x, d, n_out, logits, m->vocab, pool);
+    return K3_OK;
+}
+
+k3_status forward_run(const model *m, forward_state *st, int start, const int32_t *ids, int n, int first_out,
+                      float *logits, float *scratch, const kernels_impl *impl, threads *pool, k3_error *err) {
+    model *mm = (model *)m; /* the locks and counters are the mutable part of a shared model */
+    const int streams = m->trunk || m->cache;
+    if (streams)
+        pthread_mutex_lock(&mm->stream_lock);
+    const double t0 = io_now();
+    const k3_status s = run_layers(m, st, start, ids, n, first_out, logits, scratch, impl, pool, err);
+    const double t1 = io_now();
+    if (streams)
+        pthread_mutex_unlock(&mm->stream_lock);
+    pthread_mutex_lock(&mm->stats_lock);
+    mm->forward_passes++;
+    mm->forward_seconds += t1 - t0;
+    pthread_mutex_unlock(&mm->stats_lock);
+    return s;
 }

@@ -23,8 +23,10 @@ long forward_scratch_floats(const model *m, int batch, int capacity);
 
 /* Runs ids[0..n) (positions start..start+n-1, start + n <= capacity) through the model and
  * advances st. For positions i in [first_out, n): logits (n - first_out, vocab) receives
- * their logits. Ids must be < vocab (the caller checks). */
-void forward_run(const model *m, forward_state *st, int start, const int32_t *ids, int n, int first_out,
-                 float *logits, float *scratch, const kernels_impl *impl, threads *pool);
+ * their logits. Ids must be < vocab (the caller checks). Fails only when the model streams
+ * and a read fails: K3_ERR_EXPERT_READ (a routed expert) or K3_ERR_IO (a trunk layer or an
+ * embedding row); st is then partly advanced and the sequence must be cleared. */
+k3_status forward_run(const model *m, forward_state *st, int start, const int32_t *ids, int n, int first_out,
+                      float *logits, float *scratch, const kernels_impl *impl, threads *pool, k3_error *err);
 
 #endif

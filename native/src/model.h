@@ -1,16 +1,23 @@
 /* model.h - a loaded K3 model: dimensions, and every weight bound to the math modules'
  * structs. weights.c fills it (it alone knows tensor names); forward.c runs it (it alone
- * knows layer order). Matrices point into the mapped shards; only small vectors (norm
- * weights, biases, conv taps, attention-residual query vectors) are f32 copies. */
+ * knows layer order). Matrices point into the mapped shards, or, with an owned trunk, are
+ * templates whose data trunk.c fills per slot; routed experts are mapped or come from
+ * expert_cache.c. Small vectors (norm weights, biases, conv taps, attention-residual query
+ * vectors) are always f32 copies. */
 #ifndef K3_MODEL_H
 #define K3_MODEL_H
 
+#include <pthread.h>
+
 #include "config.h"
+#include "expert_cache.h"
 #include "kda.h"
 #include "kernels.h"
 #include "mla.h"
 #include "moe.h"
+#include "plan.h"
 #include "safetensors.h"
+#include "trunk.h"
 
 typedef struct model_layer {
     int is_kda;       /* token mixer: KDA, else MLA */
@@ -40,10 +47,20 @@ typedef struct model {
     kernels_matrix lm_head; /* (vocab, d) */
     const float *final_norm;      /* (d) */
     const float *out_res_query;   /* (d) output_attn_res_norm * output_attn_res_proj */
-    model_layer *layers;          /* (n_layers) */
-    moe_expert *experts;          /* (moe layers, n_experts) backing the layers' moe.experts */
+    model_layer *layers;          /* (n_layers) with an owned trunk: templates, data NULL */
+    moe_expert *experts;          /* (moe layers, n_experts) backing the layers' moe.experts; NULL with a cache */
     float **owned;                /* the f32 copies of small vectors, freed with the model */
     int n_owned, cap_owned;
+    /* memory (plan.c, trunk.c, expert_cache.c) */
+    k3_model_params params;
+    plan_inputs inputs;           /* the sizes plans are made from */
+    trunk *trunk;                 /* the owned trunk; NULL when mapped */
+    expert_cache *cache;          /* the routed-expert cache; NULL when mapped */
+    pthread_mutex_t stream_lock;  /* held by a forward pass while the model streams */
+    pthread_mutex_t stats_lock;   /* guards the two fields below */
+    uint64_t forward_passes;
+    double forward_seconds;
+    int locks_ready;
 } model;
 
 /* The public handle (k3.h) around a loaded model. */
@@ -52,8 +69,24 @@ struct k3_model {
 };
 
 /* Loads and binds the checkpoint in dir; every tensor's name, dtype and shape is checked
- * against the config. */
-k3_status model_load(const char *dir, model **out, k3_error *err);
+ * against the config. params NULL: everything mapped. The model's part of the plan is
+ * checked against MemAvailable before the trunk and the expert cache allocate. */
+k3_status model_load(const char *dir, const k3_model_params *params, model **out, k3_error *err);
+
+/* As model_load without reading or allocating any weight (vectors are measured, not
+ * copied): enough for model->inputs and plans, not for running. */
+k3_status model_survey(const char *dir, const k3_model_params *params, model **out, k3_error *err);
 void model_free(model *m);
+
+/* K3_ERR_BUDGET when the per-context part of m's plan for a context as cp (recurrent state,
+ * KV cache, buffers) exceeds MemAvailable now; the detail gives both numbers (model.c). */
+k3_status model_check_context(const model *m, const k3_context_params *cp, k3_error *err);
+
+/* Sets m's dimension structs from m->config (weights.c). */
+void weights_set_dims(model *m);
+
+/* The plan inputs of a checkpoint that matches `config` exactly as the release stores it
+ * (bf16 trunk, experts back to back), derived from shapes alone: the full-scale presets. */
+void weights_inputs_from_config(const k3_config *config, plan_inputs *out);
 
 #endif

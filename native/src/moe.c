@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "expert_cache.h"
 #include "ops.h"
 
 long moe_mlp_scratch_floats(int inter, int n) {
@@ -20,7 +21,7 @@ void moe_mlp_forward(const moe_mlp *w, int d, int inter, float beta, float linea
 
 long moe_scratch_floats(const moe_dims *dm, int n) {
     long mlp = moe_mlp_scratch_floats(dm->shared_inter > dm->inter ? dm->shared_inter : dm->inter, n);
-    return (long)n * (dm->n_experts + 4L * dm->latent + dm->hidden + 2L * dm->top_k + 1) + mlp;
+    return (long)n * (dm->n_experts + 4L * dm->latent + dm->hidden + 2L * dm->top_k + 1) + dm->n_experts + mlp;
 }
 
 /* Top-k of s + bias (ties: lower index), written to sel in ascending expert order with
@@ -64,8 +65,8 @@ static void route(const moe_dims *dm, const float *logits, const float *bias, in
     }
 }
 
-void moe_forward(const moe_dims *dm, const moe_weights *w, const float *x, int n, float *out, int *selected,
-                 float *scratch, const kernels_impl *impl, threads *pool) {
+k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const float *x, int n, float *out, int *selected,
+                      float *scratch, const kernels_impl *impl, threads *pool, k3_error *err) {
     const int d = dm->hidden, E = dm->n_experts, K = dm->top_k, Lt = dm->latent;
     float *logits = scratch;                 /* (n, E) */
     float *z = logits + (long)n * E;         /* (n, latent) routed input */
@@ -76,52 +77,80 @@ void moe_forward(const moe_dims *dm, const moe_weights *w, const float *x, int n
     float *weight = up + (long)n * d;        /* (n, K) */
     int *sel = (int *)(weight + (long)n * K); /* (n, K) */
     int *members = sel + (long)n * K;        /* (n) tokens routed to one expert */
-    float *mlp = (float *)(members + n);     /* MLP scratch */
+    int *list = members + n;                 /* (E) the distinct experts chosen, ascending */
+    float *mlp = (float *)(list + E);        /* MLP scratch */
 
     kernels_matmul(impl, &w->router, x, d, n, logits, E, pool);
     for (int t = 0; t < n; t++)
         route(dm, logits + (long)t * E, w->router_bias, sel + (long)t * K, weight + (long)t * K);
     if (selected)
         memcpy(selected, sel, sizeof(int) * (size_t)n * K);
+    /* The batch's distinct experts in ascending order: the order they are read and summed. */
+    memset(list, 0, sizeof(int) * (size_t)E);
+    for (long i = 0; i < (long)n * K; i++)
+        list[sel[i]] = 1;
+    int n_list = 0;
+    for (int e = 0; e < E; e++)
+        if (list[e])
+            list[n_list++] = e;
+    if (w->cache)
+        expert_cache_begin(w->cache, w->cache_layer, list, n_list);
 
+    /* Computed while the chosen experts are read. */
     kernels_matmul(impl, &w->down_proj, x, d, n, z, Lt, pool);
+    if (dm->shared_inter > 0)
+        moe_mlp_forward(&w->shared, d, dm->shared_inter, dm->situ_beta, dm->situ_linear_beta, x, n, out, mlp, impl,
+                        pool);
+
     memset(y, 0, sizeof(float) * (size_t)n * Lt);
-    for (int e = 0; e < E; e++) {
+    for (int i = 0; i < n_list; i++) {
+        const int e = list[i];
         int m = 0;
         for (int t = 0; t < n; t++)
             for (int k = 0; k < K; k++)
                 if (sel[t * K + k] == e)
                     members[m++] = t;
-        if (m == 0)
-            continue;
-        for (int i = 0; i < m; i++)
-            memcpy(ze + (long)i * Lt, z + (long)members[i] * Lt, sizeof(float) * Lt);
-        const moe_expert *ex = &w->experts[e];
+        for (int j = 0; j < m; j++)
+            memcpy(ze + (long)j * Lt, z + (long)members[j] * Lt, sizeof(float) * Lt);
+        moe_expert borrowed;
+        const moe_expert *ex = &borrowed;
+        if (w->cache) {
+            const k3_status s = expert_cache_get(w->cache, i, &borrowed, err);
+            if (s != K3_OK) {
+                expert_cache_end(w->cache);
+                return s; /* no partial sum leaves this function */
+            }
+        } else {
+            ex = &w->experts[e];
+        }
         moe_mlp expert_mlp = {ex->w1, ex->w3, ex->w2};
         moe_mlp_forward(&expert_mlp, Lt, dm->inter, dm->situ_beta, dm->situ_linear_beta, ze, m, ye, mlp, impl,
                         pool);
-        for (int i = 0; i < m; i++) {
-            const int t = members[i];
+        if (w->cache)
+            expert_cache_release(w->cache, i);
+        for (int j = 0; j < m; j++) {
+            const int t = members[j];
             float wt = 0.0f;
             for (int k = 0; k < K; k++)
                 if (sel[t * K + k] == e)
                     wt = weight[t * K + k];
             float *yt = y + (long)t * Lt;
-            const float *src = ye + (long)i * Lt;
+            const float *src = ye + (long)j * Lt;
             for (int c = 0; c < Lt; c++)
                 yt[c] += wt * src[c];
         }
     }
+    if (w->cache)
+        expert_cache_end(w->cache);
     if (dm->latent_norm)
         for (int t = 0; t < n; t++)
             ops_rmsnorm(y + (long)t * Lt, w->latent_norm, Lt, dm->norm_eps, y + (long)t * Lt);
     kernels_matmul(impl, &w->up_proj, y, Lt, n, up, d, pool);
     if (dm->shared_inter > 0) {
-        moe_mlp_forward(&w->shared, d, dm->shared_inter, dm->situ_beta, dm->situ_linear_beta, x, n, out, mlp, impl,
-                        pool);
         for (long i = 0; i < (long)n * d; i++)
             out[i] += up[i];
     } else {
         memcpy(out, up, sizeof(float) * (size_t)n * d);
     }
+    return K3_OK;
 }

@@ -1,15 +1,18 @@
 /* moe.h - the channel mixers: the SiTU-GLU MLP (dense first layer, shared experts) and the
  * latent mixture of experts, for a batch of tokens. It knows the math of one FFN and nothing
- * of tensor names, layer order or where expert bytes come from.
+ * of tensor names or layer order; routed experts are mapped, or borrowed one at a time from
+ * expert_cache.h, which reads them while the shared experts run.
  *
  * Latent MoE (k3-architecture §3.7): an fp32 sigmoid router on the full-width input, the
  * correction bias used for selection only, renormalised top-k weights; experts run on the
  * down-projected latent, their weighted sum is RMS-normed, then projected up; shared
  * experts run on the full-width input and are added unweighted. Each token's experts are
- * summed in ascending expert order, whatever the batch, so batching never changes a bit. */
+ * summed in ascending expert order, whatever the batch, so batching never changes a bit,
+ * and whatever the cache, so where expert bytes come from never changes one either. */
 #ifndef K3_MOE_H
 #define K3_MOE_H
 
+#include "error.h"
 #include "kernels.h"
 
 typedef struct moe_mlp {
@@ -41,7 +44,9 @@ typedef struct moe_weights {
     kernels_matrix down_proj;  /* routed_expert_down_proj (latent, d) */
     kernels_matrix up_proj;    /* routed_expert_up_proj (d, latent) */
     const float *latent_norm;  /* (latent) */
-    const moe_expert *experts; /* (n_experts) */
+    const moe_expert *experts; /* (n_experts), or NULL when they come from cache */
+    struct expert_cache *cache; /* the routed-expert cache (expert_cache.h), or NULL */
+    int cache_layer;           /* this layer's index among MoE layers, for the cache */
     moe_mlp shared;            /* used when dims.shared_inter > 0 */
 } moe_weights;
 
@@ -54,8 +59,11 @@ void moe_mlp_forward(const moe_mlp *w, int d, int inter, float beta, float linea
                      float *out, float *scratch, const kernels_impl *impl, threads *pool);
 
 /* out (n, d) = latent MoE + shared experts of x (n, d), the post_attention_layernorm output.
- * If selected is not NULL it receives each token's chosen experts (n, top_k), ascending. */
-void moe_forward(const moe_dims *dims, const moe_weights *w, const float *x, int n, float *out, int *selected,
-                 float *scratch, const kernels_impl *impl, threads *pool);
+ * If selected is not NULL it receives each token's chosen experts (n, top_k), ascending.
+ * With a cache, the chosen experts are handed to it as soon as the router has run, and the
+ * shared experts and the latent projection run while they are read. K3_ERR_EXPERT_READ
+ * (out then undefined) when one could not be read; without a cache it cannot fail. */
+k3_status moe_forward(const moe_dims *dims, const moe_weights *w, const float *x, int n, float *out, int *selected,
+                      float *scratch, const kernels_impl *impl, threads *pool, k3_error *err);
 
 #endif

@@ -54,7 +54,16 @@ static int emit(run *r, int32_t t) {
     return 0;
 }
 
+static k3_status generate(k3_context *c, const k3_generate_params *params, k3_generate_stats *stats);
+
 k3_status k3_generate(k3_context *c, const k3_generate_params *params, k3_generate_stats *stats) {
+    context_enter(c);
+    const k3_status s = generate(c, params, stats);
+    context_leave(c);
+    return s;
+}
+
+static k3_status generate(k3_context *c, const k3_generate_params *params, k3_generate_stats *stats) {
     k3_generate_params defaults;
     k3_generate_stats local;
     if (!params) {

@@ -17,7 +17,8 @@
  *   48      4     MLA cache row floats (kv_lora + rope)
  *   52      4     reserved, 0                      /
  *   56      8     layer plan hash: FNV-1a of the per-layer KDA/MLA flags
- *   64      8     model identity: FNV-1a of the model directory's config.json bytes
+ *   64      8     model identity: FNV-1a of config.json, then of every shard's file name,
+ *                 size and first 64 KiB of tensor data
  *   72      4     token count n
  *   76      4     reserved, 0
  *   80      8     payload size in bytes
@@ -67,19 +68,34 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
 
 #define FNV_START 14695981039346656037ull
 
-/* FNV-1a of the model directory's config.json, or 0 when it cannot be read. */
-static uint64_t config_identity(const model *m) {
+/* The model's identity: FNV-1a of config.json, then of each shard's name, size and first
+ * 64 KiB of tensor data. Two checkpoints of one architecture but other weights differ
+ * here, at the cost of reading a few MB per save or load (page cache, usually). */
+static uint64_t model_identity(const model *m) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", st_dir(m->tensors));
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return 0;
     uint64_t h = FNV_START;
-    unsigned char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        h = fnv1a(h, buf, n);
-    fclose(f);
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        unsigned char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+            h = fnv1a(h, buf, n);
+        fclose(f);
+    }
+    enum { SAMPLE = 64 * 1024 };
+    unsigned char *sample = malloc(SAMPLE);
+    for (int i = 0; sample && i < st_shard_count(m->tensors); i++) {
+        const st_shard *sh = st_shard_at(m->tensors, i);
+        h = fnv1a(h, sh->file, strlen(sh->file));
+        h = fnv1a(h, &sh->size, sizeof sh->size);
+        const uint64_t left = sh->size - sh->data_start;
+        const size_t want = left < SAMPLE ? (size_t)left : SAMPLE;
+        const ssize_t got = pread(sh->fd, sample, want, (off_t)sh->data_start);
+        if (got > 0)
+            h = fnv1a(h, sample, (size_t)got);
+    }
+    free(sample);
     return h;
 }
 
@@ -88,7 +104,7 @@ static fingerprint model_fingerprint(const model *m) {
                       (uint32_t)m->kda.head_dim, (uint32_t)m->kda.conv_k, (uint32_t)m->n_kda, (uint32_t)m->n_mla,
                       (uint32_t)mla_cache_row_floats(&m->mla), 0},
                      FNV_START,
-                     config_identity(m)};
+                     model_identity(m)};
     f.layer_plan = fnv1a(FNV_START, m->config.layer_is_kda, (size_t)m->n_layers);
     return f;
 }
@@ -237,8 +253,8 @@ k3_status k3_state_load(k3_context *c, const char *path) {
         goto done;
     }
     if (get64(h + 64) != f.model_id) {
-        s = error_set(&c->err, K3_ERR_STATE, "%s was saved by another model (its config.json differs from this one's)",
-                      path);
+        s = error_set(&c->err, K3_ERR_STATE,
+                      "%s was saved by another model (config.json or the weights differ from this one's)", path);
         goto done;
     }
     const uint32_t n = get32(h + 72);

@@ -1,9 +1,13 @@
 /* weights.c - binds a checkpoint's tensors to the model struct: the only file that knows
  * tensor names. Every tensor is looked up by name and checked for dtype, shape (derived
- * from config.json) and alignment before the model is usable; matrices stay in the
- * mapped shards, small vectors are copied to f32. Names carry the release's
- * `language_model.` prefix; checkpoints without it (plain Kimi-Linear layouts) are
- * accepted too. */
+ * from config.json) and alignment before the model is usable. Small vectors are read (with
+ * pread, never through the mapping) into f32 copies. Matrices stay in the mapped shards,
+ * or, with an owned trunk, are registered with trunk.c by their place in model_layer; every
+ * routed expert is registered with the expert cache's read table, and bound in place when
+ * the experts are mapped. The same pass measures what a plan needs (plan_inputs), and the
+ * model's part of the plan is checked against MemAvailable before the trunk and the cache
+ * allocate. Names carry the release's `language_model.` prefix; checkpoints without it
+ * (plain Kimi-Linear layouts) are accepted too. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +15,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "io.h"
 #include "model.h"
 
 typedef struct loader {
@@ -18,6 +23,8 @@ typedef struct loader {
     const char *prefix;
     k3_error *err;
     char name[512];
+    int dry;   /* measure vectors instead of reading them (model_survey) */
+    int layer; /* the layer whose trunk matrices are being bound, -1 outside layers */
 } loader;
 
 /* Formats the full tensor name into L->name. */
@@ -53,7 +60,15 @@ static k3_status bind_matrix(loader *L, const char *name, int rows, int cols, ke
         return s;
     *out = (kernels_matrix){t->dtype == ST_F32 ? KERNELS_F32 : KERNELS_BF16, (int)t->shape[0], (int)t->shape[1],
                             t->data, NULL};
-    return K3_OK;
+    if (L->layer < 0)
+        return K3_OK;
+    /* A layer's trunk matrix: registered by its offset in model_layer; with an owned trunk
+     * the template keeps no pointer into the mapping. */
+    model *m = L->m;
+    m->inputs.dense_file_bytes += t->nbytes;
+    if (m->params.trunk_bytes >= 0)
+        out->data = NULL;
+    return trunk_add(m->trunk, L->layer, (size_t)((const char *)out - (const char *)&m->layers[L->layer]), t, L->err);
 }
 
 static float *owned_floats(loader *L, long n) {
@@ -88,12 +103,32 @@ static k3_status bind_vector_shaped(loader *L, const char *name, int ndim, const
     if ((s = st_check_shape(t, ndim ? ndim : 1, ndim ? shape : flat, L->err)) != K3_OK ||
         (s = check_aligned(L, t)) != K3_OK)
         return s;
+    L->m->inputs.vector_bytes += sizeof(float) * t->numel;
+    if (L->dry) {
+        *out = NULL;
+        return K3_OK;
+    }
     float *v = owned_floats(L, (long)t->numel);
     if (!v)
         return error_set(L->err, K3_ERR_OUT_OF_MEMORY, "tensor '%s': out of memory copying %llu values", name,
                          (unsigned long long)t->numel);
-    for (uint64_t i = 0; i < t->numel; i++)
-        v[i] = t->dtype == ST_F32 ? ((const float *)t->data)[i] : dtype_bf16_to_f32(((const uint16_t *)t->data)[i]);
+    /* Read into the tail of the copy, then widened front to back (an f32 value c never
+     * overlaps a bf16 value not yet widened); memcpy keeps the compiler's aliasing rules. */
+    const st_shard *sh = st_shard_at(L->m->tensors, t->shard);
+    uint8_t *raw = (uint8_t *)v + (t->dtype == ST_F32 ? 0 : 2 * t->numel);
+    int error = 0;
+    const size_t got = io_read_at(sh->fd, raw, t->nbytes, t->file_offset, &error);
+    if (got != t->nbytes) {
+        char why[768];
+        io_read_describe(why, sizeof why, sh->path, t->nbytes, t->file_offset, got, error);
+        return error_set(L->err, K3_ERR_IO, "tensor '%s': %s", name, why);
+    }
+    if (t->dtype != ST_F32)
+        for (uint64_t i = 0; i < t->numel; i++) {
+            uint16_t b;
+            memcpy(&b, raw + 2 * i, sizeof b);
+            v[i] = dtype_bf16_to_f32(b);
+        }
     *out = v;
     return K3_OK;
 }
@@ -114,6 +149,11 @@ static k3_status bind_res_query(loader *L, const char *site_fmt, int layer, cons
         s = bind_vector_shaped(L, tensor_name(L, "%s_proj.weight", site), 2, row, d, &proj);
     if (s != K3_OK)
         return s;
+    L->m->inputs.vector_bytes += sizeof(float) * (uint64_t)d;
+    if (L->dry) {
+        *out = NULL;
+        return K3_OK;
+    }
     float *q = owned_floats(L, d);
     if (!q)
         return error_set(L->err, K3_ERR_OUT_OF_MEMORY, "attention-residual query: out of memory");
@@ -156,7 +196,7 @@ static k3_status bind_kda(loader *L, int i, kda_weights *w) {
     TRY(bind_vector(L, NAME("A_log"), alog_len, &w->a_log));
     /* A_log is per head, zero-padded past the head count; non-zero padding would mean a
      * per-channel layout this engine would misread. */
-    for (long j = H; j < alog_len; j++)
+    for (long j = H; !L->dry && j < alog_len; j++)
         if (w->a_log[j] != 0.0f)
             return error_set(L->err, K3_ERR_TENSOR,
                              "tensor '%s': entry %ld of %ld is %g; A_log holds one value per head (%d heads) and "
@@ -200,23 +240,40 @@ static k3_status bind_mlp(loader *L, const char *base, int i, int inter, moe_mlp
     return K3_OK;
 }
 
-/* One routed expert projection (rows, cols): MXFP4 packed + scale, or a dense matrix. */
-static k3_status bind_expert_matrix(loader *L, int i, int e, const char *which, int rows, int cols,
+/* One routed expert projection (rows, cols): MXFP4 packed + scale, or a dense matrix. It is
+ * always registered with the expert cache's read table; out is bound in place only when the
+ * experts are mapped. */
+static k3_status bind_expert_matrix(loader *L, int i, int moe_index, int e, int which, int rows, int cols,
                                     kernels_matrix *out) {
-    if (L->m->config.expert_format == K3_EXPERTS_DENSE)
-        return bind_matrix(L, tensor_name(L, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", i, e, which), rows,
-                           cols, out);
-    const st_tensor *packed, *scale;
-    const int64_t pshape[2] = {rows, cols / 2}, sshape[2] = {rows, cols / DTYPE_MXFP4_BLOCK};
-    TRY(st_expect(L->m->tensors, tensor_name(L, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight_packed", i, e, which),
-                  ST_U8, 2, pshape, &packed, L->err));
-    TRY(st_expect(L->m->tensors, tensor_name(L, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight_scale", i, e, which),
-                  ST_U8, 2, sshape, &scale, L->err));
-    *out = (kernels_matrix){KERNELS_MXFP4, rows, cols, packed->data, scale->data};
+    static const char *names[3] = {"w1", "w3", "w2"};
+    model *m = L->m;
+    const st_tensor *data, *scale = NULL;
+    if (m->config.expert_format == K3_EXPERTS_DENSE) {
+        const char *name =
+            tensor_name(L, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", i, e, names[which]);
+        TRY(st_require(m->tensors, name, &data, L->err));
+        if (data->dtype != ST_BF16 && data->dtype != ST_F32)
+            return error_set(L->err, K3_ERR_TENSOR, "tensor '%s': dtype %s, expected BF16 or F32 (%s)", name,
+                             st_dtype_name(data->dtype), st_shard_at(m->tensors, data->shard)->file);
+        const int64_t shape[2] = {rows, cols};
+        TRY(st_check_shape(data, 2, shape, L->err));
+        TRY(check_aligned(L, data));
+        *out = (kernels_matrix){data->dtype == ST_F32 ? KERNELS_F32 : KERNELS_BF16, rows, cols, data->data, NULL};
+    } else {
+        const int64_t pshape[2] = {rows, cols / 2}, sshape[2] = {rows, cols / DTYPE_MXFP4_BLOCK};
+        TRY(st_expect(m->tensors,
+                      tensor_name(L, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight_packed", i, e, names[which]),
+                      ST_U8, 2, pshape, &data, L->err));
+        TRY(st_expect(m->tensors,
+                      tensor_name(L, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight_scale", i, e, names[which]),
+                      ST_U8, 2, sshape, &scale, L->err));
+        *out = (kernels_matrix){KERNELS_MXFP4, rows, cols, data->data, scale->data};
+    }
+    expert_cache_add(m->cache, moe_index, i, e, which, out, data, scale);
     return K3_OK;
 }
 
-static k3_status bind_moe(loader *L, int i, moe_expert *experts, moe_weights *w) {
+static k3_status bind_moe(loader *L, int i, int moe_index, moe_weights *w) {
     const model *m = L->m;
     const moe_dims *dm = &m->moe;
     const int d = m->hidden;
@@ -235,16 +292,25 @@ static k3_status bind_moe(loader *L, int i, moe_expert *experts, moe_weights *w)
                         &w->latent_norm));
     if (dm->shared_inter > 0)
         TRY(bind_mlp(L, "model.layers.%d.block_sparse_moe.shared_experts", i, dm->shared_inter, &w->shared));
+    /* Experts are not trunk: they stay out of the layer's trunk registration. */
+    const int layer = L->layer;
+    L->layer = -1;
+    moe_expert *experts = L->m->experts ? L->m->experts + (long)moe_index * dm->n_experts : NULL;
     for (int e = 0; e < dm->n_experts; e++) {
-        TRY(bind_expert_matrix(L, i, e, "w1", dm->inter, dm->latent, &experts[e].w1));
-        TRY(bind_expert_matrix(L, i, e, "w3", dm->inter, dm->latent, &experts[e].w3));
-        TRY(bind_expert_matrix(L, i, e, "w2", dm->latent, dm->inter, &experts[e].w2));
+        moe_expert ex;
+        TRY(bind_expert_matrix(L, i, moe_index, e, 0, dm->inter, dm->latent, &ex.w1));
+        TRY(bind_expert_matrix(L, i, moe_index, e, 1, dm->inter, dm->latent, &ex.w3));
+        TRY(bind_expert_matrix(L, i, moe_index, e, 2, dm->latent, dm->inter, &ex.w2));
+        if (experts)
+            experts[e] = ex;
     }
+    L->layer = layer;
     w->experts = experts;
+    w->cache_layer = moe_index;
     return K3_OK;
 }
 
-static void set_dims(model *m) {
+void weights_set_dims(model *m) {
     const k3_config *c = &m->config;
     m->hidden = c->hidden_size;
     m->vocab = c->vocab_size;
@@ -279,24 +345,33 @@ static k3_status bind_all(loader *L) {
     L->prefix = "language_model.";
     if (!st_find(m->tensors, tensor_name(L, "model.embed_tokens.weight")))
         L->prefix = "";
+    L->layer = -1;
     TRY(bind_matrix(L, tensor_name(L, "model.embed_tokens.weight"), m->vocab, d, &m->embed));
+    const st_tensor *embed = st_find(m->tensors, L->name);
+    trunk_set_embed(m->trunk, embed);
+    m->inputs.embed_bytes = embed->nbytes;
     TRY(bind_matrix(L, tensor_name(L, "lm_head.weight"), m->vocab, d, &m->lm_head));
+    m->inputs.lm_head_bytes = st_find(m->tensors, L->name)->nbytes;
     TRY(bind_vector(L, tensor_name(L, "model.norm.weight"), d, &m->final_norm));
     if (m->attn_res_block > 0) {
         const float *norm, *proj;
         const int64_t row[2] = {1, d};
         TRY(bind_vector(L, tensor_name(L, "model.output_attn_res_norm.weight"), d, &norm));
         TRY(bind_vector_shaped(L, tensor_name(L, "model.output_attn_res_proj.weight"), 2, row, d, &proj));
-        float *q = owned_floats(L, d);
-        if (!q)
-            return error_set(L->err, K3_ERR_OUT_OF_MEMORY, "output attention-residual query: out of memory");
-        for (int j = 0; j < d; j++)
-            q[j] = norm[j] * proj[j];
-        m->out_res_query = q;
+        m->inputs.vector_bytes += sizeof(float) * (uint64_t)d;
+        if (!L->dry) {
+            float *q = owned_floats(L, d);
+            if (!q)
+                return error_set(L->err, K3_ERR_OUT_OF_MEMORY, "output attention-residual query: out of memory");
+            for (int j = 0; j < d; j++)
+                q[j] = norm[j] * proj[j];
+            m->out_res_query = q;
+        }
     }
     int moe_index = 0;
     for (int i = 0; i < m->n_layers; i++) {
         model_layer *ly = &m->layers[i];
+        L->layer = i;
         ly->is_kda = m->config.layer_is_kda[i];
         ly->is_moe = m->config.layer_is_moe[i];
         ly->state_index = m->config.layer_slot[i];
@@ -308,10 +383,11 @@ static k3_status bind_all(loader *L) {
         }
         TRY(ly->is_kda ? bind_kda(L, i, &ly->kda) : bind_mla(L, i, &ly->mla));
         if (ly->is_moe)
-            TRY(bind_moe(L, i, m->experts + (long)moe_index++ * m->moe.n_experts, &ly->moe));
+            TRY(bind_moe(L, i, moe_index++, &ly->moe));
         else
             TRY(bind_mlp(L, "model.layers.%d.mlp", i, m->dense_inter, &ly->dense));
     }
+    L->layer = -1;
     /* All KDA layers share one f_a rank in the engine's scratch sizing: take the largest. */
     for (int i = 0; i < m->n_layers; i++)
         if (m->layers[i].is_kda && m->layers[i].kda.f_a.rows > m->kda.gate_rank)
@@ -319,16 +395,45 @@ static k3_status bind_all(loader *L) {
     return K3_OK;
 }
 
-k3_status model_load(const char *dir, model **out, k3_error *err) {
+/* Fills the plan inputs the binding pass did not: layer slots, the expert table, index. */
+static k3_status finish_inputs(model *m, k3_error *err) {
+    plan_inputs *in = &m->inputs;
+    in->n_layers = m->n_layers;
+    for (int l = 0; l < m->n_layers; l++)
+        in->layer_bytes[l] = trunk_layer_bytes(m->trunk, l);
+    in->top_k = m->moe.top_k;
+    in->experts = (int64_t)m->config.n_moe_layers * m->moe.n_experts;
+    if (in->experts > 0) {
+        const k3_status s = expert_cache_layout(m->cache, err);
+        if (s != K3_OK)
+            return s;
+        in->expert_slot_bytes = expert_cache_slot_bytes(m->cache);
+        in->expert_pool_bytes = expert_cache_pool_bytes(m->cache);
+    }
+    /* st_set metadata is about 160 bytes a tensor (record, name, shape, hash slot). */
+    in->index_bytes = 160u * (uint64_t)st_count(m->tensors) +
+                      expert_cache_table_bytes(m->config.n_moe_layers, m->moe.n_experts) +
+                      sizeof(model_layer) * 2u * (uint64_t)m->n_layers;
+    return K3_OK;
+}
+
+/* Everything up to the budget-sized allocations: config, index, binding, plan inputs. */
+static k3_status open_tables(const char *dir, const k3_model_params *params, int dry, model **out, k3_error *err) {
     *out = NULL;
     model *m = calloc(1, sizeof *m);
     if (!m)
         return error_set(err, K3_ERR_OUT_OF_MEMORY, "model: out of memory");
+    k3_model_params_default(&m->params);
+    if (params)
+        m->params = *params;
+    pthread_mutex_init(&m->stream_lock, NULL);
+    pthread_mutex_init(&m->stats_lock, NULL);
+    m->locks_ready = 1;
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     k3_status s = config_load(path, &m->config, err);
     if (s == K3_OK) {
-        set_dims(m);
+        weights_set_dims(m);
         /* forward.c mixes at most 62 residual candidates per site. */
         if (m->config.n_attn_res_blocks + 2 > 62)
             s = error_set(err, K3_ERR_CONFIG, "%s: %d attention-residual blocks (num_hidden_layers %d / "
@@ -339,16 +444,81 @@ k3_status model_load(const char *dir, model **out, k3_error *err) {
         s = st_open(dir, &m->tensors, err);
     if (s == K3_OK) {
         m->layers = calloc((size_t)m->n_layers, sizeof *m->layers);
-        m->experts = calloc((size_t)m->config.n_moe_layers * (m->moe.n_experts ? m->moe.n_experts : 1) + 1,
-                            sizeof *m->experts);
-        if (!m->layers || !m->experts)
+        if (m->params.expert_cache_bytes < 0)
+            m->experts = calloc((size_t)m->config.n_moe_layers * (m->moe.n_experts ? m->moe.n_experts : 1) + 1,
+                                sizeof *m->experts);
+        if (!m->layers || (m->params.expert_cache_bytes < 0 && !m->experts))
             s = error_set(err, K3_ERR_OUT_OF_MEMORY, "model: out of memory for %d layers", m->n_layers);
     }
+    if (s == K3_OK)
+        s = trunk_new(m->tensors, m->n_layers, m->layers, sizeof(model_layer), &m->trunk, err);
+    if (s == K3_OK)
+        s = expert_cache_new(m->tensors, m->config.n_moe_layers, m->moe.n_experts, &m->cache, err);
     if (s == K3_OK) {
-        loader L = {m, "", err, ""};
+        loader L = {m, "", err, "", dry, -1};
         s = bind_all(&L);
     }
+    if (s == K3_OK)
+        s = finish_inputs(m, err);
     if (s != K3_OK) {
+        model_free(m);
+        return s;
+    }
+    *out = m;
+    return K3_OK;
+}
+
+k3_status model_survey(const char *dir, const k3_model_params *params, model **out, k3_error *err) {
+    return open_tables(dir, params, 1, out, err);
+}
+
+/* Refuses a model part that MemAvailable cannot hold, then starts (or drops) the trunk and
+ * the expert cache. */
+static k3_status start_streaming(model *m, k3_error *err) {
+    k3_plan plan;
+    k3_status s = plan_make(m, &m->inputs, &m->params, NULL, 0, &plan, err);
+    if (s != K3_OK)
+        return s;
+    if (plan.available && plan.model_total > plan.available) {
+        char need[32], have[32], gap[32], tr[32], el[32], ec[32];
+        return error_set(err, K3_ERR_BUDGET,
+                         "the model needs %s (trunk %s, embed + lm_head %s, expert cache %s, vectors and index %.1f MB) "
+                         "and this machine has %s available: a shortfall of %s",
+                         plan_human(plan.model_total, need, sizeof need), plan_human(plan.trunk, tr, sizeof tr),
+                         plan_human(plan.embed_lm_head, el, sizeof el), plan_human(plan.expert_cache, ec, sizeof ec),
+                         (double)(plan.vectors + plan.index) / 1e6, plan_human(plan.available, have, sizeof have),
+                         plan_human(plan.model_total - plan.available, gap, sizeof gap));
+    }
+    /* The cache first: the trunk copies the layer templates, which must name it. */
+    if (m->params.expert_cache_bytes < 0 || m->inputs.experts == 0) {
+        expert_cache_free(m->cache);
+        m->cache = NULL;
+    } else {
+        int slots;
+        if ((s = plan_expert_slots(&m->inputs, (uint64_t)m->params.expert_cache_bytes, &slots, err)) != K3_OK ||
+            (s = expert_cache_start(m->cache, slots, m->params.io_threads, m->params.fault_expert_read, err)) != K3_OK)
+            return s;
+        for (int i = 0; i < m->n_layers; i++)
+            m->layers[i].moe.cache = m->cache;
+    }
+    if (m->params.trunk_bytes < 0) {
+        trunk_free(m->trunk);
+        m->trunk = NULL;
+    } else {
+        trunk_layout layout;
+        if ((s = plan_trunk_layout(&m->inputs, (uint64_t)m->params.trunk_bytes, &layout, err)) != K3_OK ||
+            (s = trunk_start(m->trunk, &layout, m->params.progress, m->params.progress_user, err)) != K3_OK)
+            return s;
+    }
+    return K3_OK;
+}
+
+k3_status model_load(const char *dir, const k3_model_params *params, model **out, k3_error *err) {
+    model *m;
+    k3_status s = open_tables(dir, params, 0, &m, err);
+    if (s != K3_OK)
+        return s;
+    if ((s = start_streaming(m, err)) != K3_OK) {
         model_free(m);
         return s;
     }
@@ -359,11 +529,67 @@ k3_status model_load(const char *dir, model **out, k3_error *err) {
 void model_free(model *m) {
     if (!m)
         return;
+    trunk_free(m->trunk);
+    expert_cache_free(m->cache);
     for (int i = 0; i < m->n_owned; i++)
         free(m->owned[i]);
     free(m->owned);
     free(m->layers);
     free(m->experts);
     st_close(m->tensors);
+    if (m->locks_ready) {
+        pthread_mutex_destroy(&m->stream_lock);
+        pthread_mutex_destroy(&m->stats_lock);
+    }
     free(m);
+}
+
+void weights_inputs_from_config(const k3_config *c, plan_inputs *in) {
+    memset(in, 0, sizeof *in);
+    const uint64_t d = (uint64_t)c->hidden_size, V = (uint64_t)c->vocab_size;
+    const uint64_t H = (uint64_t)c->kda_num_heads, D = (uint64_t)c->kda_head_dim, P = H * D;
+    const uint64_t Hm = (uint64_t)c->num_attention_heads, E = (uint64_t)c->num_experts;
+    const uint64_t lat = (uint64_t)c->routed_expert_hidden_size, F = (uint64_t)c->moe_intermediate_size;
+    const uint64_t sh = (uint64_t)c->shared_expert_width;
+    uint64_t tensors = 5, vec = d + (c->attn_res_block_size > 0 ? 3 * d : 0);
+    in->n_layers = c->num_hidden_layers;
+    for (int i = 0; i < c->num_hidden_layers; i++) {
+        uint64_t elems; /* trunk matrix elements of layer i, bf16 */
+        vec += 2 * d + (c->attn_res_block_size > 0 ? 6 * d : 0);
+        tensors += 6;
+        if (c->layer_is_kda[i]) {
+            elems = 3 * P * d + D * d + P * D + H * d + P * d + d * P;
+            vec += 3 * P * (uint64_t)c->kda_short_conv_kernel_size + D + P + D;
+            tensors += 14;
+        } else {
+            const uint64_t q = (uint64_t)c->q_lora_rank, kv = (uint64_t)c->kv_lora_rank;
+            const uint64_t nope = (uint64_t)c->qk_nope_head_dim, rope = (uint64_t)c->qk_rope_head_dim;
+            const uint64_t v = (uint64_t)c->v_head_dim;
+            elems = q * d + Hm * (nope + rope) * q + (kv + rope) * d + Hm * (nope + v) * kv +
+                    (c->mla_use_output_gate ? Hm * v * d : 0) + d * Hm * v;
+            vec += q + kv;
+            tensors += 8;
+        }
+        if (c->layer_is_moe[i]) {
+            elems += E * d + 2 * lat * d + 3 * sh * d;
+            vec += E + (c->latent_moe_use_norm ? lat : 0);
+            tensors += 8 + 6 * E;
+        } else {
+            elems += 3 * (uint64_t)c->intermediate_size * d;
+            tensors += 3;
+        }
+        in->layer_bytes[i] = (2 * elems + 63) / 64 * 64;
+        in->dense_file_bytes += 2 * elems;
+    }
+    in->embed_bytes = in->lm_head_bytes = 2 * V * d;
+    in->vector_bytes = 4 * vec;
+    const uint64_t expert = c->expert_format == K3_EXPERTS_MXFP4
+                                ? 2 * (F * lat / 2 + F * lat / 32) + lat * F / 2 + lat * F / 32
+                                : 2 * 3 * F * lat;
+    in->expert_slot_bytes = (expert + 63) / 64 * 64;
+    in->experts = (int64_t)c->n_moe_layers * (int64_t)E;
+    in->expert_pool_bytes = expert * (uint64_t)in->experts;
+    in->top_k = c->num_experts_per_token;
+    in->index_bytes = 160 * tensors + expert_cache_table_bytes(c->n_moe_layers, (int)E) +
+                      sizeof(model_layer) * 2u * (uint64_t)c->num_hidden_layers;
 }

@@ -107,7 +107,7 @@ int bench_main(int argc, char **argv) {
     char detail[2048];
     k3_model *model = NULL;
     k3_context *ctx = NULL;
-    k3_status s = k3_model_open(dir, &model, detail, sizeof detail);
+    k3_status s = k3_model_open(dir, NULL, &model, detail, sizeof detail);
     if (s != K3_OK) {
         fprintf(stderr, "k3 bench: loading the model failed (%s): %s\n", k3_status_name(s), detail);
         return 1;

@@ -14,6 +14,9 @@ int run_main(int argc, char **argv);
 /* `k3 bench MODEL_DIR ...`: memory bandwidth and decode speed side by side (cmd_bench.c). */
 int bench_main(int argc, char **argv);
 
+/* `k3 draft-replay ...`: the drafter against a known continuation (cmd_draft_replay.c). */
+int draft_replay_main(int argc, char **argv);
+
 /* `k3 tokenize --tok DIR ...` and `k3 detokenize --tok DIR --ids ...` (tools/cmd_tokenize.c). */
 int tokenize_main(int argc, char **argv);
 int detokenize_main(int argc, char **argv);

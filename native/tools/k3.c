@@ -3,6 +3,7 @@
  * lists them. Subcommands live in tools/cmd_*.c and are dispatched from the table below. */
 #include "commands.h"
 #include "k3.h"
+#include "run_memory.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -13,7 +14,7 @@ void cli_usage(FILE *f) {
             "\n"
             "usage: k3 MODEL_DIR (--ids 1,2,3 | --prompt TEXT | --prompt-file PATH) [options]\n"
             "       k3 COMMAND [options]\n"
-            "       k3 --help | --version\n"
+            "       k3 --list-presets | --help | --version\n"
             "\n"
             "running the model (MODEL_DIR holds config.json, the safetensors and tiktoken.model):\n"
             "  --ids 1,2,3         prompt token ids (the reproducible channel the tests use)\n"
@@ -42,7 +43,29 @@ void cli_usage(FILE *f) {
             "  --dump-logits PATH  raw float32 logits of the first generated step; with\n"
             "                      --tf-check, of every position (positions x vocab)\n"
             "  --out FILE          write JSON: prompt_ids, generated_ids, full_ids,\n"
-            "                      seconds_per_token, peak_rss_bytes\n"
+            "                      seconds_per_token, peak_rss_bytes, and memory (the budgets,\n"
+            "                      the plan, and the expert-cache and trunk counters of the run)\n"
+            "\n"
+            "memory (where the weights live; every setting gives bit-identical output):\n"
+            "  --preset NAME       laptop | desktop | workstation | server | max | auto: named trunk\n"
+            "                      and expert-cache budgets; auto sizes both from MemAvailable,\n"
+            "                      trunk first, keeping 1 GiB + 5%% spare, and refuses below the floor\n"
+            "  --trunk-gb X        own the trunk in X GB: pin as many layers as fit, stream the rest\n"
+            "                      through a ring of layer slots read just ahead of use; 'map' (the\n"
+            "                      default) maps it from the shards\n"
+            "  --cache-gb X        read routed experts into an LRU cache of X GB; 'map' (the default)\n"
+            "                      maps them all. --preset, --trunk-gb and --cache-gb apply in order\n"
+            "  --list-presets      print the presets (budgets, peak RSS at full scale, this engine's\n"
+            "                      plan) and what auto picks here; also `k3 --list-presets`\n"
+            "  --io-threads N      expert reader threads (default 2)\n"
+            "  --cold              drop the shards from the page cache first (posix_fadvise\n"
+            "                      DONTNEED), for cold-cache benchmarks\n"
+            "  --fault-expert-read N\n"
+            "                      testing: the N-th expert read fails as if the shard ended there\n"
+            "  Before loading, the plan (trunk, embed + lm_head, expert cache, vectors, index,\n"
+            "  recurrent state, KV cache, buffers) is printed to stderr; after the run, the measured\n"
+            "  peak RSS, the I/O share of wall-clock time and the cache counters. K3_MEM_AVAILABLE=\n"
+            "  BYTES in the environment stands in for MemAvailable (to plan for a smaller machine).\n"
             "\n"
             "tokenizer (DIR holds tiktoken.model and tokenizer_config.json, e.g. MODEL_DIR):\n"
             "  k3 tokenize --tok DIR (--prompt TEXT | --prompt-file PATH) [--no-special]\n"
@@ -50,6 +73,14 @@ void cli_usage(FILE *f) {
             "                      names of special tokens become their ids unless --no-special\n"
             "  k3 detokenize --tok DIR --ids 1,2,3\n"
             "                      write the text of the ids, byte for byte\n"
+            "\n"
+            "drafting:\n"
+            "  k3 draft-replay --tok DIR --prefix-file PATH --truth-file PATH\n"
+            "                  [--context-file PATH] [--spec N]\n"
+            "                      replay the true continuation (truth) after the prefix as if a\n"
+            "                      perfect model wrote it, and count what --spec N would draft and\n"
+            "                      accept from the sequence and the context file: the drafter's\n"
+            "                      upper bound on real text (no model is loaded)\n"
             "\n"
             "benchmark:\n"
             "  k3 bench MODEL_DIR [--threads N] [--prompt-tokens N] [--gen N] [--out FILE]\n"
@@ -59,7 +90,8 @@ void cli_usage(FILE *f) {
             "                      (defaults: 1 thread, 128 prompt tokens, 32 generated)\n"
             "\n"
             "Errors print a detail naming the file, tensor, field and numbers, and exit 1;\n"
-            "bad command lines exit 2.\n",
+            "bad command lines exit 2; a plan that does not fit this machine, or a budget below\n"
+            "its floor, is refused before loading and exits 3.\n",
             k3_version());
 }
 
@@ -71,6 +103,7 @@ static const struct {
     {"tokenize", tokenize_main},
     {"detokenize", detokenize_main},
     {"bench", bench_main},
+    {"draft-replay", draft_replay_main},
     {NULL, NULL},
 };
 
@@ -88,6 +121,10 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(argv[i], "--version")) {
             printf("k3 %s\n", k3_version());
+            return 0;
+        }
+        if (!strcmp(argv[i], "--list-presets")) {
+            run_memory_list_presets(stdout, NULL);
             return 0;
         }
         fprintf(stderr, "k3: unknown option or command '%s'\n\n", argv[i]);

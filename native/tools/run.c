@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "k3.h"
+#include "run_memory.h"
 
 typedef struct run_options {
     const char *model_dir;
@@ -24,6 +25,7 @@ typedef struct run_options {
     const char *out;
     const char *save_state, *load_state;
     const char *context_ids, *context_file;
+    run_memory memory; /* presets, budgets, plan and report (run_memory.c) */
 } run_options;
 
 static double now_s(void) {
@@ -91,7 +93,15 @@ static int parse_ids(const char *s, int32_t **out) {
 
 static int parse_options(int argc, char **argv, run_options *o) {
     *o = (run_options){.model_dir = argv[0], .gen = 8, .threads = 1, .batch = 32};
+    run_memory_init(&o->memory);
     for (int i = 1; i < argc; i++) {
+        const int mem = run_memory_option(&o->memory, argc, argv, &i, o->model_dir);
+        if (mem < 0)
+            return 2;
+        if (mem == 2)
+            return -1; /* --list-presets: done, exit 0 */
+        if (mem)
+            continue;
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         const char **text_opt = !strcmp(a, "--ids")           ? &o->ids
@@ -155,7 +165,8 @@ static void json_ids(FILE *f, const char *key, const int32_t *ids, int n) {
     fprintf(f, "]");
 }
 
-static int write_json(const char *path, const int32_t *seq, int n_prompt, int n_total, double spt, double rss) {
+static int write_json(const char *path, const int32_t *seq, int n_prompt, int n_total, double spt, double rss,
+                      const run_memory *memory) {
     FILE *f = fopen(path, "w");
     if (!f) {
         fprintf(stderr, "k3: cannot write %s: %s\n", path, strerror(errno));
@@ -167,7 +178,9 @@ static int write_json(const char *path, const int32_t *seq, int n_prompt, int n_
     json_ids(f, "generated_ids", seq + n_prompt, n_total - n_prompt);
     fprintf(f, ",\n");
     json_ids(f, "full_ids", seq, n_total);
-    fprintf(f, ",\n  \"seconds_per_token\": %.9g,\n  \"peak_rss_bytes\": %.0f\n}\n", spt, rss);
+    fprintf(f, ",\n  \"seconds_per_token\": %.9g,\n  \"peak_rss_bytes\": %.0f", spt, rss);
+    run_memory_json(memory, f);
+    fprintf(f, "\n}\n");
     if (fclose(f) != 0) {
         fprintf(stderr, "k3: cannot write %s: %s\n", path, strerror(errno));
         return -1;
@@ -267,7 +280,7 @@ int run_main(int argc, char **argv) {
     run_options o;
     int rc = parse_options(argc, argv, &o);
     if (rc)
-        return rc;
+        return rc < 0 ? 0 : rc;
     k3_tokenizer *tok = NULL;
     int32_t *prompt = NULL;
     int32_t *material = NULL;
@@ -291,11 +304,18 @@ int run_main(int argc, char **argv) {
     k3_context *ctx = NULL;
     float *logits = NULL;
     int32_t *seq = NULL, *pred = NULL;
+    k3_context_params planned; /* the plan is printed, and refused, before anything is allocated */
+    k3_context_params_default(&planned);
+    planned.max_context = n_prompt + o.gen + 1;
+    planned.n_threads = o.threads;
+    planned.batch = o.batch;
+    if ((rc = run_memory_prepare(&o.memory, o.model_dir, &planned)) != 0)
+        goto done;
     const double t_load = now_s();
-    k3_status s = k3_model_open(o.model_dir, &model, detail, sizeof detail);
+    k3_status s = k3_model_open(o.model_dir, &o.memory.params, &model, detail, sizeof detail);
     if (s != K3_OK) {
         fail("loading the model", s, detail);
-        rc = 1;
+        rc = s == K3_ERR_BUDGET ? 3 : 1;
         goto done;
     }
     fprintf(stderr, "k3: loaded %s in %.2f s\n", o.model_dir, now_s() - t_load);
@@ -361,6 +381,7 @@ int run_main(int argc, char **argv) {
     }
     memcpy(seq + n_base, prompt, sizeof *seq * (size_t)n_prompt);
     int n = n_base + n_prompt;
+    run_memory_start(&o.memory, model);
     const double t0 = now_s();
     k3_generate_stats gs = {0};
     int reused = 0;
@@ -411,6 +432,7 @@ int run_main(int argc, char **argv) {
     const int generated = n - n_base - n_prompt;
     const double spt = generated ? elapsed / generated : 0.0;
     const double rss = peak_rss_bytes();
+    run_memory_stop(&o.memory, model, elapsed, rss);
     if (o.save_state && (s = k3_state_save(ctx, o.save_state)) != K3_OK) {
         fail("saving the state", s, k3_context_error(ctx));
         goto done;
@@ -431,7 +453,7 @@ int run_main(int argc, char **argv) {
                gs.forward_passes ? (double)gs.emitted / gs.forward_passes : 0.0);
     printf("%.6f s/token (%s), peak RSS %.1f MB (measured)\n", spt,
            o.spec ? "speculative" : o.incremental ? "incremental" : "full recompute", rss / 1e6);
-    if (o.out && write_json(o.out, seq + n_base, n_prompt, n - n_base, spt, rss))
+    if (o.out && write_json(o.out, seq + n_base, n_prompt, n - n_base, spt, rss, &o.memory))
         goto done;
     rc = 0;
 done:

@@ -40,8 +40,46 @@ export interface NativeContext {
 /** A model open running on a worker thread (native/addon/session.cc). */
 export interface NativeModelOpen {
   promise: Promise<NativeModel>;
-  /** The promise rejects with code "cancelled" (today: once the open returns). */
+  /** The open stops at its next progress report (or is discarded when it returns) and the
+   * promise rejects with code "cancelled". */
   cancel(): void;
+}
+
+export interface NativeOpenProgress {
+  /** The engine's phase name ("trunk": reading the pinned trunk layers). */
+  phase: string;
+  bytesDone: number;
+  bytesTotal: number;
+}
+
+export interface NativeOpenOptions {
+  /** A preset name from presets(), "auto" (sized for this machine), or "mapped"/absent. */
+  preset?: string;
+  /** Called on the JS thread with the latest report; may still come after the promise settles. */
+  onProgress?: (p: NativeOpenProgress) => void;
+}
+
+/** What a context needs on a model, in bytes (k3_model_plan). */
+export interface NativePlan {
+  recurrentState: number;
+  kvCache: number;
+  buffers: number;
+  contextTotal: number;
+  modelTotal: number;
+  total: number;
+  /** MemAvailable when planned; 0: unknown. */
+  available: number;
+  fits: boolean;
+}
+
+/** One row of the engine's preset table (k3_preset). */
+export interface NativePreset {
+  name: string;
+  trunkBytes: number;
+  expertCacheBytes: number;
+  fullScalePeakRss: number;
+  fullScalePlan: number;
+  note: string;
 }
 
 export interface NativeGenerateOptions {
@@ -92,7 +130,9 @@ export interface NativeAddon {
   version(): string;
   Model: new (dir: string) => NativeModel;
   Context: new (model: NativeModel, options?: NativeContextOptions) => NativeContext;
-  openModel(dir: string): NativeModelOpen;
+  openModel(dir: string, options?: NativeOpenOptions): NativeModelOpen;
+  presets(): NativePreset[];
+  modelPlan(model: NativeModel, options?: { maxContext?: number; batch?: number }): NativePlan;
   Session: new (model: NativeModel, options?: NativeContextOptions) => NativeSession;
 }
 

@@ -5,8 +5,11 @@
 //
 // Failures throw the addon's Errors: `code` is the engine status name ("io" for a missing
 // file, "tokenizer" for a broken one, "token" for an id outside the vocabulary) and the
-// message names the file, line or id. Calls are synchronous on the calling thread.
+// message names the file, line or id. Calls are synchronous on the calling thread, except
+// openAsync(), which reads the files on a worker thread and rejects with an EngineError
+// (engine.ts) carrying the same code and status.
 import { loadAddon, type NativeAddon } from './addon';
+import { toEngineError } from './engine';
 
 /** The addon's tokenizer object (new Tokenizer(dir) in addon.cc). */
 export interface NativeTokenizer {
@@ -29,6 +32,8 @@ export interface NativeTokenStream {
 export interface NativeTokenizerExports {
   Tokenizer: new (dir: string) => NativeTokenizer;
   TokenStream: new (tokenizer: NativeTokenizer) => NativeTokenStream;
+  /** The same as new Tokenizer(dir), read on a worker thread. */
+  openTokenizer(dir: string): Promise<NativeTokenizer>;
 }
 
 /** Spellings of the special tokens the server names. */
@@ -63,6 +68,16 @@ export class Tokenizer {
   static open(dir: string): Tokenizer {
     const addon = loadAddon() as NativeAddon & NativeTokenizerExports;
     return new Tokenizer(new addon.Tokenizer(dir));
+  }
+
+  /** Tokenizer.open() on a worker thread: the JS thread goes on while tiktoken.model is parsed. */
+  static async openAsync(dir: string): Promise<Tokenizer> {
+    const addon = loadAddon() as NativeAddon & NativeTokenizerExports;
+    try {
+      return new Tokenizer(await addon.openTokenizer(dir));
+    } catch (e) {
+      throw toEngineError(e);
+    }
   }
 
   /** Ranks plus the 256 special slots (163,840 for K3). */

@@ -111,3 +111,31 @@ test('state files that are truncated, corrupted, from another model or another a
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('k3 draft-replay drafts from repeated code and material, and nothing from text without repeats', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-replay-'));
+  try {
+    const tok = path.join(ensureFixture(), '.');
+    const line = 'for (int i = 0; i < n; i++) total += weight[i] * value[i];\n';
+    fs.writeFileSync(path.join(dir, 'prefix'), `int sum(void) {\n${line}${line}`);
+    fs.writeFileSync(path.join(dir, 'truth'), `${line}${line}${line}return total;\n}\n`);
+    fs.writeFileSync(path.join(dir, 'material'), `return total;\n}\n`);
+    fs.writeFileSync(path.join(dir, 'plain'), 'The quick brown fox jumps over the lazy dog near the river bank today.');
+    fs.writeFileSync(path.join(dir, 'other'), 'Seven wizards quietly mixed jam, honey and green pepper for breakfast.');
+    const replay = (prefix: string, truth: string, extra: string[] = []) => {
+      const r = run(['draft-replay', '--tok', tok, '--prefix-file', path.join(dir, prefix), '--truth-file', path.join(dir, truth), '--spec', '8', ...extra]);
+      assert.equal(r.status, 0, r.stderr);
+      const m = /(\d+) true tokens, (\d+) forward passes, \d+ rounds, (\d+) drafted, (\d+) accepted/.exec(r.stdout);
+      assert.ok(m, r.stdout);
+      return { tokens: Number(m[1]), passes: Number(m[2]), drafted: Number(m[3]), accepted: Number(m[4]) };
+    };
+    const repeated = replay('prefix', 'truth', ['--context-file', path.join(dir, 'material')]);
+    assert.ok(repeated.accepted > repeated.tokens / 2, `accepted ${repeated.accepted} of ${repeated.tokens}`);
+    assert.ok(repeated.passes < repeated.tokens / 2, `${repeated.passes} passes for ${repeated.tokens} tokens`);
+    const plain = replay('plain', 'other');
+    assert.equal(plain.drafted, 0);
+    assert.equal(plain.passes, plain.tokens);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,155 @@
+// chatBackend.ts - the chat panel's source of replies and history: the language server's
+// k3/chat and k3/conversation methods. Sends a message and streams the reply's pieces
+// (k3/chat/didStream) to the controller, stops a reply (k3/chat/stop, or cancelling the
+// request before the server has named the conversation), and reads the per-workspace
+// history. It keeps no conversations itself.
+import {
+  CancellationTokenSource,
+  ErrorCodes,
+  ResponseError,
+  type Disposable,
+  type LanguageClient,
+} from 'vscode-languageclient/node';
+import {
+  ChatSendRequest,
+  ChatStopRequest,
+  ChatStreamNotification,
+  ConversationClearRequest,
+  ConversationGetRequest,
+  ConversationListRequest,
+  type ChatAvailabilityView,
+  type ChatMessage,
+  type ChatMessageView,
+  type ChatStreamParams,
+  type Conversation,
+  type ConversationSummaryView,
+  type ConversationView,
+  type K3ErrorData,
+} from '../server/protocol';
+import type { ChatBackend, ReplyResult } from './chat';
+import { describeEngineForChat } from './engineText';
+import type { EngineView } from './status';
+
+/** A failed request as one sentence for the user. */
+export function describeRequestError(e: unknown): string {
+  if (e instanceof ResponseError) {
+    if (e.code === ErrorCodes.MethodNotFound) return 'This build of the language server does not support that yet.';
+    const data = e.data as Partial<K3ErrorData> | undefined;
+    return data?.detail ? `${e.message} (${data.detail})` : e.message;
+  }
+  return e instanceof Error ? e.message : String(e);
+}
+
+export function messageView(m: ChatMessage): ChatMessageView {
+  return {
+    id: m.id,
+    role: m.role,
+    content: m.content,
+    reasoning: m.reasoning,
+    state: m.stopReason === 'stopped' ? 'stopped' : 'done',
+  };
+}
+
+export function conversationView(c: Conversation): ConversationView {
+  return { id: c.id, title: c.title, updatedAt: c.updatedAt, messages: c.messages.map(messageView) };
+}
+
+export class ServerChatBackend implements ChatBackend {
+  private client: LanguageClient | undefined;
+  private subscription: Disposable | undefined;
+  /** Stream listeners by conversation id; `pendingNew` takes the first stream of a new one. */
+  private readonly listeners = new Map<string, (p: ChatStreamParams) => void>();
+  private pendingNew: ((p: ChatStreamParams) => void) | undefined;
+
+  constructor(private readonly engine: () => EngineView) {}
+
+  /** Uses `client` from now on (called after every server start; undefined when stopped). */
+  attach(client: LanguageClient | undefined): void {
+    this.subscription?.dispose();
+    this.subscription = undefined;
+    this.client = client;
+    if (!client) return;
+    this.subscription = client.onNotification(ChatStreamNotification.type, (p) => {
+      let listener = this.listeners.get(p.conversationId);
+      if (!listener && this.pendingNew) {
+        listener = this.pendingNew;
+        this.pendingNew = undefined;
+        this.listeners.set(p.conversationId, listener);
+      }
+      listener?.(p);
+    });
+  }
+
+  availability(): ChatAvailabilityView {
+    const engine = this.engine();
+    const notice = describeEngineForChat(engine);
+    const canSend = this.client !== undefined && (engine.kind === 'ready' || engine.kind === 'busy');
+    return { canSend, notice };
+  }
+
+  private running(): LanguageClient {
+    if (!this.client || !this.client.isRunning()) throw new Error('The engine is not running.');
+    return this.client;
+  }
+
+  async list(): Promise<ConversationSummaryView[]> {
+    const { conversations } = await this.running().sendRequest(ConversationListRequest.type);
+    return conversations.map((c) => ({ id: c.id, title: c.title, updatedAt: c.updatedAt }));
+  }
+
+  async load(conversationId: string): Promise<ConversationView | null> {
+    try {
+      return conversationView(await this.running().sendRequest(ConversationGetRequest.type, { conversationId }));
+    } catch (e) {
+      if (e instanceof ResponseError && (e.data as Partial<K3ErrorData> | undefined)?.kind === 'unknown-conversation') return null;
+      throw e;
+    }
+  }
+
+  async reply(
+    conversationId: string | null,
+    text: string,
+    onDelta: (channel: 'content' | 'reasoning', text: string) => void,
+    signal: AbortSignal,
+  ): Promise<ReplyResult> {
+    const client = this.running();
+    let knownId = conversationId;
+    const listener = (p: ChatStreamParams) => {
+      knownId = p.conversationId;
+      onDelta(p.channel, p.text);
+    };
+    if (conversationId) this.listeners.set(conversationId, listener);
+    else this.pendingNew = listener;
+    const cancel = new CancellationTokenSource();
+    const stop = () => {
+      // The server names a new conversation with its first piece; before that, only
+      // cancelling the request can stop it.
+      if (knownId) client.sendRequest(ChatStopRequest.type, { conversationId: knownId }).catch(() => cancel.cancel());
+      else cancel.cancel();
+    };
+    signal.addEventListener('abort', stop);
+    try {
+      const r = await client.sendRequest(
+        ChatSendRequest.type,
+        { conversationId: conversationId ?? undefined, message: text },
+        cancel.token,
+      );
+      return {
+        conversationId: r.conversationId,
+        reply: messageView(r.message),
+        tokensPerSecond: r.stats.tokensPerSecond,
+      };
+    } catch (e) {
+      throw new Error(describeRequestError(e));
+    } finally {
+      signal.removeEventListener('abort', stop);
+      cancel.dispose();
+      if (knownId) this.listeners.delete(knownId);
+      if (this.pendingNew === listener) this.pendingNew = undefined;
+    }
+  }
+
+  async delete(conversationId: string): Promise<void> {
+    await this.running().sendRequest(ConversationClearRequest.type, { conversationId });
+  }
+}

@@ -1,0 +1,77 @@
+// client.ts - builds the LanguageClient: the server bundle over Node IPC, the settings and
+// the workspace storage folder as initializationOptions, the ghost-text middleware, and an
+// error handler that restarts after a crash but hands the decision to the user after an
+// out-of-memory, a missing model or a crash loop (the default handler's four silent
+// restarts of a multi-minute model load would look like a hang).
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type * as vscode from 'vscode';
+import {
+  CloseAction,
+  ErrorAction,
+  LanguageClient,
+  TransportKind,
+  type LanguageClientOptions,
+  type ServerOptions,
+} from 'vscode-languageclient/node';
+import type { InitializationOptions } from '../server/protocol';
+import type { CompletionPolicy } from './completions';
+import type { CrashDecision } from './restart';
+import { serverSection, type Settings } from './settings';
+
+export interface ClientHooks {
+  output: vscode.LogOutputChannel;
+  completions: CompletionPolicy;
+  /** The server process died; decide (and show) what happens next. */
+  crashed(): CrashDecision;
+}
+
+export function createClient(
+  extension: vscode.ExtensionContext,
+  settings: Settings,
+  hooks: ClientHooks,
+): LanguageClient {
+  const serverModule = extension.asAbsolutePath(path.join('dist', 'server.js'));
+  const serverOptions: ServerOptions = {
+    run: { module: serverModule, transport: TransportKind.ipc },
+    debug: { module: serverModule, transport: TransportKind.ipc },
+  };
+  const initializationOptions: InitializationOptions = {
+    modelPath: settings.modelPath || embeddedModelPath(extension),
+    storagePath: (extension.storageUri ?? extension.globalStorageUri).fsPath,
+    // Unset: the server uses the preset this workspace chose last (K3: Select Memory Preset).
+    ...(settings.presetExplicit ? { preset: settings.preset } : {}),
+    settings: serverSection(settings),
+  };
+  const clientOptions: LanguageClientOptions = {
+    documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],
+    outputChannel: hooks.output,
+    initializationOptions,
+    // One failed start is reported once (ctx.ts shows the action), not retried in a loop.
+    initializationFailedHandler: () => false,
+    errorHandler: {
+      error: () => ({ action: ErrorAction.Continue, handled: true }),
+      closed: () => {
+        const decision = hooks.crashed();
+        return decision.restart
+          ? { action: CloseAction.Restart, handled: true }
+          : { action: CloseAction.DoNotRestart, handled: true };
+      },
+    },
+    middleware: {
+      provideInlineCompletionItems: (document, position, context, token, next) =>
+        hooks.completions.provide(document, position, context, token, next),
+    },
+  };
+  return new LanguageClient('k3', 'K3', serverOptions, clientOptions);
+}
+
+/**
+ * The embedded default model's folder inside the extension (media/model), or '' while the
+ * package has none. TODO(embedded default model issue): until it lands the package ships
+ * no model, so an empty k3.modelPath means "no model" and the server says so.
+ */
+export function embeddedModelPath(extension: vscode.ExtensionContext): string {
+  const dir = extension.asAbsolutePath(path.join('media', 'model'));
+  return fs.existsSync(path.join(dir, 'config.json')) ? dir : '';
+}

@@ -1,0 +1,102 @@
+// completions.ts - the ghost-text policy in front of the LSP inline-completion feature (a
+// vscode-languageclient middleware): ask only after typing (not after cursor moves), wait an
+// adaptive debounce, cancel the previous request, respect the per-language and on/off
+// settings, cut to one line unless multi-line is on, and report while the engine is
+// thinking. It does not build prompts or cache results; the server does.
+import type * as vscode from 'vscode';
+import { AdaptiveDebounce, type EditInfo, firstLine, LatestOnly, TypingTracker, cancellableWait } from './debounce';
+import type { CompletionSettings } from './settings';
+
+/** vscode.InlineCompletionTriggerKind.Invoke: the user asked (Alt+\). Enum values are API. */
+const TRIGGER_INVOKE = 0;
+/** vscode.TextDocumentChangeReason.Undo and .Redo. */
+const REASON_UNDO = 1;
+const REASON_REDO = 2;
+
+export interface CompletionHost {
+  settings(): CompletionSettings;
+  /** Called with true when a request goes to the engine, false when it comes back. */
+  thinking(active: boolean): void;
+  now(): number;
+}
+
+type Result = vscode.InlineCompletionItem[] | vscode.InlineCompletionList | null | undefined;
+
+/** The LSP request the middleware wraps (vscode-languageclient's next()). */
+type Next = (
+  document: vscode.TextDocument,
+  position: vscode.Position,
+  context: vscode.InlineCompletionContext,
+  token: vscode.CancellationToken,
+) => vscode.ProviderResult<vscode.InlineCompletionItem[] | vscode.InlineCompletionList>;
+
+export class CompletionPolicy {
+  private readonly debounce = new AdaptiveDebounce();
+  private readonly typing = new TypingTracker();
+  private readonly latest = new LatestOnly();
+
+  constructor(private readonly host: CompletionHost) {}
+
+  /** Feed every document change here (vscode.workspace.onDidChangeTextDocument). */
+  documentChanged(e: vscode.TextDocumentChangeEvent): void {
+    if (e.contentChanges.length === 0) return;
+    const uri = e.document.uri.toString();
+    const typed = e.reason !== REASON_UNDO && e.reason !== REASON_REDO;
+    const edits: EditInfo[] = e.contentChanges.map((c) => ({ start: c.range.start, text: c.text }));
+    this.typing.change(uri, e.document.version, edits, typed);
+    if (typed) this.debounce.keystroke(this.host.now());
+  }
+
+  documentClosed(uri: string): void {
+    this.typing.forget(uri);
+  }
+
+  /** Stops whatever is in flight (completions turned off, server restarting). */
+  cancelAll(): void {
+    this.latest.cancelAll();
+  }
+
+  /** The middleware: decides whether and when `next` (the LSP request) runs. */
+  async provide(
+    document: vscode.TextDocument,
+    position: vscode.Position,
+    context: vscode.InlineCompletionContext,
+    token: vscode.CancellationToken,
+    next: Next,
+  ): Promise<Result> {
+    const settings = this.host.settings();
+    const invoked = (context.triggerKind as number) === TRIGGER_INVOKE;
+    if (!invoked) {
+      if (!settings.enabled || settings.disabledLanguages.includes(document.languageId)) return null;
+      if (!this.typing.isTypingAt(document.uri.toString(), document.version, position)) return null;
+    }
+    const request = this.latest.begin(token);
+    try {
+      if (!invoked && !(await cancellableWait(this.debounce.delay(settings.debounceMs), request.token))) return null;
+      this.host.thinking(true);
+      let result: Result;
+      try {
+        result = await next(document, position, context, request.token as vscode.CancellationToken);
+      } finally {
+        this.host.thinking(false);
+      }
+      if (request.token.isCancellationRequested || !result) return null;
+      return settings.multiline ? result : toSingleLine(result);
+    } finally {
+      this.latest.end(request);
+    }
+  }
+}
+
+/** Cuts every plain-text item to its first line and drops the ones left empty. */
+export function toSingleLine<T extends vscode.InlineCompletionItem[] | vscode.InlineCompletionList>(result: T): T {
+  const items = Array.isArray(result) ? result : result.items;
+  const kept = items.filter((item) => {
+    if (typeof item.insertText !== 'string') return true;
+    item.insertText = firstLine(item.insertText);
+    return item.insertText.trim() !== '';
+  });
+  if (Array.isArray(result)) return kept as T;
+  result.items = kept;
+  return result;
+}

@@ -1,0 +1,78 @@
+// presets.ts - the memory preset quick pick's items: every preset with its budgets, the
+// peak memory it needs and whether that fits the memory this machine has available now,
+// the recommended one marked. Pure except availableMemoryBytes(), which reads the OS.
+// TODO(issue 5/8): budgets and peak memory come from the engine's presets API through the
+// server; until server/protocol.ts has a presets method the items say they are not known
+// rather than guess, and `auto` (which sizes itself from free memory) is the recommended one.
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+
+/** What the engine reports about one preset. */
+export interface PresetFacts {
+  /** Resident trunk budget, bytes. */
+  trunkBytes: number;
+  /** Expert cache budget, bytes. */
+  expertCacheBytes: number;
+  /** Peak memory the engine needs with this preset, bytes. */
+  peakBytes: number;
+}
+
+export interface PresetItem {
+  /** The preset name, as the `k3.preset` setting spells it. */
+  preset: string;
+  label: string;
+  description: string;
+  detail: string;
+}
+
+export function formatBytes(n: number): string {
+  const gib = n / 2 ** 30;
+  if (gib >= 10) return `${gib.toFixed(0)} GiB`;
+  if (gib >= 1) return `${gib.toFixed(1)} GiB`;
+  return `${(n / 2 ** 20).toFixed(0)} MiB`;
+}
+
+/** MemAvailable from /proc/meminfo (what Linux can hand out without swapping), else os.freemem(). */
+export function availableMemoryBytes(): number {
+  try {
+    const m = /^MemAvailable:\s+(\d+) kB$/m.exec(fs.readFileSync('/proc/meminfo', 'utf8'));
+    if (m) return Number(m[1]) * 1024;
+  } catch {
+    // not Linux
+  }
+  return os.freemem();
+}
+
+/**
+ * One item per preset, from k3/presets/list (or package.json's enum for `k3.preset` when
+ * the server cannot list them). `facts` holds the budgets the engine reported, by name;
+ * `recommended` is the engine's pick, or `auto` when the engine reported none.
+ */
+export function presetItems(
+  presets: readonly { id: string; description?: string }[],
+  current: string,
+  availableBytes: number,
+  facts: ReadonlyMap<string, PresetFacts> = new Map(),
+  recommended = 'auto',
+): PresetItem[] {
+  return presets.map(({ id: preset, description: serverText }) => {
+    const f = facts.get(preset);
+    const marks = [preset === recommended ? 'recommended' : '', preset === current ? 'current' : ''].filter(Boolean);
+    const label = `${preset === current ? '$(check) ' : ''}${preset}`;
+    let detail: string;
+    let description = marks.join(', ');
+    if (f) {
+      const fits = f.peakBytes <= availableBytes;
+      description = [description, `peak ${formatBytes(f.peakBytes)}`].filter(Boolean).join(' · ');
+      detail = `trunk ${formatBytes(f.trunkBytes)} + expert cache ${formatBytes(f.expertCacheBytes)}; ${
+        fits ? `fits in the ${formatBytes(availableBytes)} available` : `does not fit in the ${formatBytes(availableBytes)} available`
+      }`;
+    } else if (preset === 'auto') {
+      detail = `sizes the trunk and the expert cache from the ${formatBytes(availableBytes)} available when the engine loads`;
+    } else {
+      detail = 'budgets and peak memory: not reported by this engine build yet';
+    }
+    if (serverText) detail = `${serverText.replace(/\.$/, '')}. ${detail}`;
+    return { preset, label, description, detail };
+  });
+}

@@ -1,0 +1,98 @@
+/* io.c - positioned reads, large allocations, the clock and MemAvailable (see io.h). */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS and MADV_HUGEPAGE next to _POSIX_C_SOURCE (glibc) */
+#include "io.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+size_t io_read_at(int fd, void *buf, size_t len, uint64_t offset, int *error) {
+    size_t got = 0;
+    *error = 0;
+    while (got < len) {
+        /* At most 1 GiB per call: some kernels cap a single read below 2 GiB. */
+        const size_t want = len - got > ((size_t)1 << 30) ? ((size_t)1 << 30) : len - got;
+        const ssize_t n = pread(fd, (char *)buf + got, want, (off_t)(offset + got));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            *error = errno;
+            break;
+        }
+        if (n == 0)
+            break; /* end of file */
+        got += (size_t)n;
+    }
+    return got;
+}
+
+void io_read_describe(char *out, size_t size, const char *path, size_t len, uint64_t offset, size_t got,
+                      int error) {
+    if (error)
+        snprintf(out, size, "reading %zu bytes at offset %llu of %s failed: %s", len, (unsigned long long)offset,
+                 path, strerror(error));
+    else
+        snprintf(out, size, "reading %zu bytes at offset %llu of %s failed: the file ends after %zu of them", len,
+                 (unsigned long long)offset, path, got);
+}
+
+void *io_alloc_large(size_t bytes) {
+    if (bytes == 0)
+        bytes = 1;
+#if defined(MAP_ANONYMOUS)
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+#if defined(MADV_HUGEPAGE)
+    /* Fewer first-touch faults: a slot filled by a read is touched a huge page at a time. */
+    if (bytes >= ((size_t)8 << 20))
+        madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
+#else
+    return malloc(bytes);
+#endif
+}
+
+void io_free_large(void *p, size_t bytes) {
+    if (!p)
+        return;
+#if defined(MAP_ANONYMOUS)
+    munmap(p, bytes ? bytes : 1);
+#else
+    (void)bytes;
+    free(p);
+#endif
+}
+
+double io_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+uint64_t io_mem_available(void) {
+    const char *forced = getenv("K3_MEM_AVAILABLE");
+    if (forced && *forced) {
+        char *end;
+        const double v = strtod(forced, &end);
+        if (end != forced && *end == '\0' && v >= 1.0 && v < 1e18)
+            return (uint64_t)v;
+    }
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    uint64_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "MemAvailable:", 13)) {
+            kb = strtoull(line + 13, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return kb * 1024;
+}

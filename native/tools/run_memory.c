@@ -1,0 +1,315 @@
+/* run_memory.c - memory options, plan and report of `k3 MODEL_DIR ...` (see run_memory.h). */
+#include "run_memory.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commands.h"
+
+void run_memory_init(run_memory *rm) {
+    memset(rm, 0, sizeof *rm);
+    rm->io_threads = 2;
+    k3_model_params_default(&rm->params);
+}
+
+static const char *human(double bytes, char *buf, size_t size) {
+    if (bytes >= 1e9)
+        snprintf(buf, size, "%.2f GB", bytes / 1e9);
+    else
+        snprintf(buf, size, "%.1f MB", bytes / 1e6);
+    return buf;
+}
+
+void run_memory_list_presets(FILE *f, const char *model_dir) {
+    char a[32], b[32], c[32], d[32];
+    fprintf(f, "memory presets for the full-scale release (budgets passed to the engine; peak RSS measured by the\n"
+               "seed driver with the same budgets; plan = this engine's forecast, 4096-token context):\n");
+    fprintf(f, "  %-12s %10s %12s %14s %12s  %s\n", "preset", "trunk", "expert cache", "peak RSS (seed)", "plan", "");
+    for (int i = 0; i < k3_preset_count(); i++) {
+        const k3_preset *p = k3_preset_at(i);
+        fprintf(f, "  %-12s %10s %12s %14s %12s  %s\n", p->name, human((double)p->trunk_bytes, a, sizeof a),
+                human((double)p->expert_cache_bytes, b, sizeof b), human((double)p->full_scale_peak_rss, c, sizeof c),
+                human((double)p->full_scale_plan, d, sizeof d), p->note);
+    }
+    k3_model_params mp;
+    k3_plan plan;
+    char detail[1024];
+    const k3_status s = k3_preset_auto(model_dir, NULL, 0, &mp, &plan, detail, sizeof detail);
+    if (s == K3_OK)
+        fprintf(f, "  %-12s %10s %12s %14s %12s  sized from this machine's MemAvailable (%s) for %s\n", "auto",
+                human((double)mp.trunk_bytes, a, sizeof a), human((double)mp.expert_cache_bytes, b, sizeof b), "-",
+                human((double)plan.total, c, sizeof c), human((double)plan.available, d, sizeof d),
+                model_dir ? model_dir : "the release");
+    else
+        fprintf(f, "  %-12s refused on this machine for %s: %s\n", "auto", model_dir ? model_dir : "the release",
+                detail);
+    fprintf(f, "Trunk first: every streamed trunk byte is read on every forward pass, only the chosen experts are.\n"
+               "Any preset gives bit-identical output; --trunk-gb / --cache-gb after --preset override it.\n");
+}
+
+/* A size in GB (decimal), or "map" for the mapped default. */
+static int parse_gb(const char *s, double *out) {
+    if (!strcmp(s, "map")) {
+        *out = -1.0;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    const double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= 0.0) || v > 1e6)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int run_memory_option(run_memory *rm, int argc, char **argv, int *i, const char *model_dir) {
+    const char *a = argv[*i];
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (!strcmp(a, "--list-presets")) {
+        run_memory_list_presets(stdout, model_dir);
+        return 2;
+    }
+    if (!strcmp(a, "--cold")) {
+        rm->cold = 1;
+        return 1;
+    }
+    const int budget = !strcmp(a, "--trunk-gb") || !strcmp(a, "--cache-gb");
+    if (!budget && strcmp(a, "--preset") && strcmp(a, "--io-threads") && strcmp(a, "--fault-expert-read"))
+        return 0;
+    if (!v) {
+        fprintf(stderr, "k3: %s needs a value\n\n", a);
+        cli_usage(stderr);
+        return -1;
+    }
+    (*i)++;
+    if ((budget || !strcmp(a, "--preset")) && rm->n_steps == RUN_MEMORY_MAX_STEPS) {
+        fprintf(stderr, "k3: more than %d budget options\n", RUN_MEMORY_MAX_STEPS);
+        return -1;
+    }
+    if (!strcmp(a, "--preset")) {
+        if (strcmp(v, "auto") && !k3_preset_find(v)) {
+            fprintf(stderr, "k3: unknown preset '%s'\n\n", v);
+            run_memory_list_presets(stderr, NULL);
+            return -1;
+        }
+        rm->steps[rm->n_steps].kind = 'p';
+        rm->steps[rm->n_steps++].preset = v;
+        return 1;
+    }
+    if (budget) {
+        double gb;
+        if (parse_gb(v, &gb)) {
+            fprintf(stderr, "k3: %s '%s': give a size in GB (e.g. 0.25) or 'map'\n", a, v);
+            return -1;
+        }
+        rm->steps[rm->n_steps].kind = a[2] == 't' ? 't' : 'c';
+        rm->steps[rm->n_steps++].gb = gb;
+        return 1;
+    }
+    char *end;
+    errno = 0;
+    const long n = strtol(v, &end, 10);
+    const int threads = !strcmp(a, "--io-threads");
+    if (errno || end == v || *end || n < (threads ? 1 : 0) || n > (threads ? 16 : 1L << 40)) {
+        fprintf(stderr, "k3: %s '%s' is not a number in range\n", a, v);
+        return -1;
+    }
+    if (threads)
+        rm->io_threads = (int)n;
+    else
+        rm->fault_expert_read = n;
+    return 1;
+}
+
+/* posix_fadvise(DONTNEED) on every shard: a cold page cache for benchmarks. Clean pages
+ * no process maps are dropped; others stay. */
+static void drop_page_cache(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char path[4096];
+    int n = 0;
+    while ((e = readdir(d))) {
+        const size_t len = strlen(e->d_name);
+        if (len < 12 || strcmp(e->d_name + len - 12, ".safetensors"))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        const int fd = open(path, O_RDONLY);
+        if (fd < 0)
+            continue;
+        fdatasync(fd);
+        if (posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0)
+            n++;
+        close(fd);
+    }
+    closedir(d);
+    fprintf(stderr, "k3: dropped %d shards from the page cache (posix_fadvise DONTNEED)\n", n);
+}
+
+static void print_plan(const k3_plan *p) {
+    char a[32], b[32], c[32];
+    fprintf(stderr, "memory plan (a forecast; the measured peak RSS is printed after the run):\n");
+    if (p->trunk_mapped)
+        fprintf(stderr, "  %-18s %12s  mapped from the shards\n", "trunk", human((double)p->trunk, a, sizeof a));
+    else
+        fprintf(stderr, "  %-18s %12s  %d of %d layers pinned, %d ring slot%s of %s (all layers: %s)\n", "trunk",
+                human((double)p->trunk, a, sizeof a), p->layers_pinned, p->layers, p->ring_slots,
+                p->ring_slots == 1 ? "" : "s", human((double)p->ring_slot_bytes, b, sizeof b),
+                human((double)p->dense_weights, c, sizeof c));
+    fprintf(stderr, "  %-18s %12s  %s\n", "embed + lm_head", human((double)p->embed_lm_head, a, sizeof a),
+            p->trunk_mapped ? "mapped" : "lm_head mapped, embedding rows read on demand");
+    if (p->experts_mapped)
+        fprintf(stderr, "  %-18s %12s  all %lld routed experts mapped\n", "expert cache",
+                human((double)p->expert_cache, a, sizeof a), (long long)p->experts);
+    else
+        fprintf(stderr, "  %-18s %12s  %d slots of %.1f kB, %.1f%% of the %lld-expert pool (%s)\n", "expert cache",
+                human((double)p->expert_cache, a, sizeof a), p->expert_slots, (double)p->expert_slot_bytes / 1e3,
+                100.0 * (double)p->expert_slots / (double)p->experts, (long long)p->experts,
+                human((double)p->expert_pool, b, sizeof b));
+    fprintf(stderr, "  %-18s %12s\n", "vectors", human((double)p->vectors, a, sizeof a));
+    fprintf(stderr, "  %-18s %12s\n", "index", human((double)p->index, a, sizeof a));
+    fprintf(stderr, "  %-18s %12s\n", "recurrent state", human((double)p->recurrent_state, a, sizeof a));
+    fprintf(stderr, "  %-18s %12s  %d positions\n", "KV cache", human((double)p->kv_cache, a, sizeof a),
+            p->max_context);
+    fprintf(stderr, "  %-18s %12s  batch %d\n", "buffers", human((double)p->buffers, a, sizeof a), p->batch);
+    fprintf(stderr, "  %-18s %12s  of %s available\n", "total", human((double)p->total, a, sizeof a),
+            p->available ? human((double)p->available, b, sizeof b) : "an unknown amount");
+}
+
+int run_memory_prepare(run_memory *rm, const char *model_dir, const k3_context_params *cp) {
+    char detail[2048];
+    k3_model_params_default(&rm->params);
+    for (int i = 0; i < rm->n_steps; i++) {
+        if (rm->steps[i].kind == 't') {
+            rm->params.trunk_bytes = rm->steps[i].gb < 0 ? -1 : (int64_t)(rm->steps[i].gb * 1e9);
+            continue;
+        }
+        if (rm->steps[i].kind == 'c') {
+            rm->params.expert_cache_bytes = rm->steps[i].gb < 0 ? -1 : (int64_t)(rm->steps[i].gb * 1e9);
+            continue;
+        }
+        rm->preset_used = rm->steps[i].preset;
+        if (!strcmp(rm->steps[i].preset, "auto")) {
+            k3_model_params mp;
+            const k3_status s = k3_preset_auto(model_dir, cp, 0, &mp, NULL, detail, sizeof detail);
+            if (s != K3_OK) {
+                fprintf(stderr, "k3: refusing to start (%s): %s\n", k3_status_name(s), detail);
+                return s == K3_ERR_BUDGET ? 3 : 1;
+            }
+            rm->params.trunk_bytes = mp.trunk_bytes;
+            rm->params.expert_cache_bytes = mp.expert_cache_bytes;
+            char a[32], b[32];
+            fprintf(stderr, "k3: preset auto: trunk %s, expert cache %s\n", human((double)mp.trunk_bytes, a, sizeof a),
+                    human((double)mp.expert_cache_bytes, b, sizeof b));
+        } else {
+            const k3_preset *p = k3_preset_find(rm->steps[i].preset);
+            rm->params.trunk_bytes = p->trunk_bytes;
+            rm->params.expert_cache_bytes = p->expert_cache_bytes;
+        }
+    }
+    rm->params.io_threads = rm->io_threads;
+    rm->params.fault_expert_read = rm->fault_expert_read;
+    if (rm->cold)
+        drop_page_cache(model_dir);
+    const k3_status s = k3_plan_model(model_dir, &rm->params, cp, &rm->plan, detail, sizeof detail);
+    if (s != K3_OK) {
+        fprintf(stderr, "k3: %s (%s): %s\n", s == K3_ERR_BUDGET ? "refusing to start" : "planning the model failed",
+                k3_status_name(s), detail);
+        return s == K3_ERR_BUDGET ? 3 : 1;
+    }
+    print_plan(&rm->plan);
+    if (!rm->plan.fits) {
+        char need[32], have[32], gap[32];
+        fprintf(stderr,
+                "k3: refusing to start (budget): the plan needs %s and this machine has %s available, a shortfall "
+                "of %s; choose a smaller preset or --trunk-gb / --cache-gb, or a shorter context\n",
+                human((double)rm->plan.total, need, sizeof need), human((double)rm->plan.available, have, sizeof have),
+                human((double)(rm->plan.total - rm->plan.available), gap, sizeof gap));
+        return 3;
+    }
+    return 0;
+}
+
+void run_memory_start(run_memory *rm, const k3_model *model) {
+    k3_model_memory_counters(model, &rm->before);
+}
+
+void run_memory_stop(run_memory *rm, const k3_model *model, double wall_seconds, double peak_rss) {
+    k3_model_memory_counters(model, &rm->after);
+    rm->wall_seconds = wall_seconds;
+    rm->peak_rss = peak_rss;
+    rm->reported = 1;
+    const k3_memory_counters *a = &rm->before, *b = &rm->after;
+    const double wait = (b->expert_wait_seconds - a->expert_wait_seconds) + (b->trunk_wait_seconds - a->trunk_wait_seconds);
+    const double read = (b->expert_read_seconds - a->expert_read_seconds) + (b->trunk_read_seconds - a->trunk_read_seconds);
+    char x[32], y[32], z[32];
+    fprintf(stderr, "memory: peak RSS %s measured, plan %s (%+.1f%%)\n", human(peak_rss, x, sizeof x),
+            human((double)rm->plan.total, y, sizeof y), 100.0 * (peak_rss / (double)rm->plan.total - 1.0));
+    fprintf(stderr,
+            "memory: I/O share %.1f%% of %.2f s wall-clock (waiting on trunk %.2f s + experts %.2f s; reads took "
+            "%.2f s, overlapped with compute)\n",
+            wall_seconds > 0 ? 100.0 * wait / wall_seconds : 0.0, wall_seconds,
+            b->trunk_wait_seconds - a->trunk_wait_seconds, b->expert_wait_seconds - a->expert_wait_seconds, read);
+    if (!rm->plan.experts_mapped) {
+        const uint64_t req = b->expert_requests - a->expert_requests;
+        fprintf(stderr, "memory: experts %llu requested, %llu retained (%.1f%%), %llu evicted, %s read\n",
+                (unsigned long long)req, (unsigned long long)(b->expert_retained - a->expert_retained),
+                req ? 100.0 * (double)(b->expert_retained - a->expert_retained) / (double)req : 0.0,
+                (unsigned long long)(b->expert_evictions - a->expert_evictions),
+                human((double)(b->expert_bytes_read - a->expert_bytes_read), z, sizeof z));
+    }
+    if (!rm->plan.trunk_mapped)
+        fprintf(stderr, "memory: trunk %llu layers streamed, %s read (%s pinned at open in %.2f s)\n",
+                (unsigned long long)(b->trunk_layer_reads - a->trunk_layer_reads),
+                human((double)(b->trunk_bytes_read - a->trunk_bytes_read), x, sizeof x),
+                human((double)b->trunk_pinned_bytes, y, sizeof y), b->trunk_pinned_seconds);
+}
+
+void run_memory_json(const run_memory *rm, FILE *f) {
+    if (!rm->reported)
+        return;
+    const k3_plan *p = &rm->plan;
+    const k3_memory_counters *a = &rm->before, *b = &rm->after;
+    fprintf(f, ",\n  \"memory\": {\n    \"preset\": \"%s\",\n    \"trunk_budget_bytes\": %lld,\n"
+               "    \"expert_cache_budget_bytes\": %lld,\n",
+            rm->preset_used ? rm->preset_used : "", (long long)rm->params.trunk_bytes,
+            (long long)rm->params.expert_cache_bytes);
+    fprintf(f,
+            "    \"plan\": {\"trunk\": %llu, \"embed_lm_head\": %llu, \"vectors\": %llu, \"index\": %llu, "
+            "\"expert_cache\": %llu, \"recurrent_state\": %llu, \"kv_cache\": %llu, \"buffers\": %llu, "
+            "\"total\": %llu, \"available\": %llu, \"layers\": %d, \"layers_pinned\": %d, \"ring_slots\": %d, "
+            "\"ring_slot_bytes\": %llu, \"dense_weights\": %llu, \"expert_slots\": %d, \"expert_slot_bytes\": %llu, "
+            "\"expert_pool\": %llu, \"experts\": %lld, \"trunk_mapped\": %d, \"experts_mapped\": %d, "
+            "\"trunk_floor\": %llu, \"cache_floor\": %llu},\n",
+            (unsigned long long)p->trunk, (unsigned long long)p->embed_lm_head, (unsigned long long)p->vectors,
+            (unsigned long long)p->index, (unsigned long long)p->expert_cache, (unsigned long long)p->recurrent_state,
+            (unsigned long long)p->kv_cache, (unsigned long long)p->buffers, (unsigned long long)p->total,
+            (unsigned long long)p->available, p->layers, p->layers_pinned, p->ring_slots,
+            (unsigned long long)p->ring_slot_bytes, (unsigned long long)p->dense_weights, p->expert_slots,
+            (unsigned long long)p->expert_slot_bytes, (unsigned long long)p->expert_pool, (long long)p->experts,
+            p->trunk_mapped, p->experts_mapped, (unsigned long long)p->trunk_floor,
+            (unsigned long long)p->cache_floor);
+    fprintf(f,
+            "    \"wall_seconds\": %.6f,\n    \"peak_rss_bytes\": %.0f,\n    \"expert_requests\": %llu,\n"
+            "    \"expert_retained\": %llu,\n    \"expert_evictions\": %llu,\n    \"expert_reads\": %llu,\n"
+            "    \"expert_bytes_read\": %llu,\n    \"expert_read_seconds\": %.6f,\n    \"expert_wait_seconds\": %.6f,\n"
+            "    \"trunk_layer_reads\": %llu,\n    \"trunk_bytes_read\": %llu,\n    \"trunk_read_seconds\": %.6f,\n"
+            "    \"trunk_wait_seconds\": %.6f,\n    \"trunk_pinned_bytes\": %llu,\n    \"trunk_pinned_seconds\": %.6f,\n"
+            "    \"forward_passes\": %llu,\n    \"forward_seconds\": %.6f\n  }",
+            rm->wall_seconds, rm->peak_rss, (unsigned long long)(b->expert_requests - a->expert_requests),
+            (unsigned long long)(b->expert_retained - a->expert_retained),
+            (unsigned long long)(b->expert_evictions - a->expert_evictions),
+            (unsigned long long)(b->expert_reads - a->expert_reads),
+            (unsigned long long)(b->expert_bytes_read - a->expert_bytes_read),
+            b->expert_read_seconds - a->expert_read_seconds, b->expert_wait_seconds - a->expert_wait_seconds,
+            (unsigned long long)(b->trunk_layer_reads - a->trunk_layer_reads),
+            (unsigned long long)(b->trunk_bytes_read - a->trunk_bytes_read),
+            b->trunk_read_seconds - a->trunk_read_seconds, b->trunk_wait_seconds - a->trunk_wait_seconds,
+            (unsigned long long)b->trunk_pinned_bytes, b->trunk_pinned_seconds,
+            (unsigned long long)(b->forward_passes - a->forward_passes), b->forward_seconds - a->forward_seconds);
+}

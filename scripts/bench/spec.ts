@@ -1,0 +1,103 @@
+// spec.ts - speculative decoding on code-editing workloads, for `npm run bench`: real source
+// files cut at a line, the model continuing the prefix with the rest of the file and two
+// neighbouring files as drafting material; serial and speculative decode side by side on
+// the small fixture (end-to-end speedup, acceptance), the drafter's acceptance against the
+// file's real continuation (`k3 draft-replay`: what a model that wrote the real text would
+// see), and the never-slower check on text with nothing to draft from. Writes
+// out/bench/spec.json. Timing lives here, never in tests.
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { ensureFixture } from '../../test/support/fixtures';
+import { k3Cli, repoRoot } from '../../test/support/paths';
+
+const GEN = 48;
+const SPEC = 8;
+const model = ensureFixture({ size: 'small' });
+const work = path.join(repoRoot, 'out/bench/spec');
+fs.mkdirSync(work, { recursive: true });
+
+function k3(args: string[]): string {
+  return execFileSync(k3Cli, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+}
+
+function secondsPerToken(out: string): number {
+  const m = /^([\d.]+) s\/token/m.exec(out);
+  if (!m) throw new Error(`no timing in:\n${out}`);
+  return Number(m[1]);
+}
+
+function spec(out: string) {
+  const m = /^spec: (\d+) rounds, (\d+) drafted, (\d+) accepted .*, ([\d.]+) tokens per forward pass$/m.exec(out);
+  if (!m) throw new Error(`no spec line in:\n${out}`);
+  return { drafted: Number(m[2]), accepted: Number(m[3]), tokensPerPass: Number(m[4]) };
+}
+
+function replay(out: string) {
+  const m = /(\d+) drafted, (\d+) accepted \(([\d.]+)%\), ([\d.]+) tokens per pass/.exec(out);
+  if (!m) throw new Error(`no replay line in:\n${out}`);
+  return { drafted: Number(m[1]), accepted: Number(m[2]), tokensPerPass: Number(m[4]) };
+}
+
+/** The engine's own C sources as the code being edited: real code, no licence questions. */
+const sources = ['forward.c', 'kda.c', 'mla.c', 'moe.c', 'tokenizer.c'].map((f) => path.join(repoRoot, 'native/src', f));
+
+interface Row {
+  workload: string;
+  serial_s_per_token: number;
+  spec_s_per_token: number;
+  speedup: number;
+  drafted: number;
+  accepted: number;
+  tokens_per_pass: number;
+  replay_acceptance: number;
+  replay_tokens_per_pass: number;
+}
+const rows: Row[] = [];
+for (const [i, file] of sources.entries()) {
+  const text = fs.readFileSync(file, 'utf8');
+  // Cut at the first line start past 40% of the file; the next 600 characters are the
+  // real continuation; the material is what follows it plus the two next files.
+  const cut = text.indexOf('\n', Math.floor(text.length * 0.4)) + 1;
+  const prefix = text.slice(Math.max(0, cut - 2400), cut);
+  const truth = text.slice(cut, cut + 600);
+  const neighbours = [1, 2].map((k) => fs.readFileSync(sources[(i + k) % sources.length], 'utf8').slice(0, 4000));
+  const material = [text.slice(cut + 600), ...neighbours].join('\n');
+  const base = path.join(work, path.basename(file));
+  fs.writeFileSync(`${base}.prefix`, prefix);
+  fs.writeFileSync(`${base}.truth`, truth);
+  fs.writeFileSync(`${base}.material`, material);
+  const serial = k3([model, '--prompt-file', `${base}.prefix`, '--gen', String(GEN), '--incremental']);
+  const fast = k3([model, '--prompt-file', `${base}.prefix`, '--gen', String(GEN), '--spec', String(SPEC), '--context-file', `${base}.material`]);
+  const upper = replay(k3(['draft-replay', '--tok', model, '--prefix-file', `${base}.prefix`, '--truth-file', `${base}.truth`, '--context-file', `${base}.material`, '--spec', String(SPEC)]));
+  const s = spec(fast);
+  rows.push({
+    workload: path.basename(file),
+    serial_s_per_token: secondsPerToken(serial),
+    spec_s_per_token: secondsPerToken(fast),
+    speedup: secondsPerToken(serial) / secondsPerToken(fast),
+    drafted: s.drafted,
+    accepted: s.accepted,
+    tokens_per_pass: s.tokensPerPass,
+    replay_acceptance: upper.drafted ? upper.accepted / upper.drafted : 0,
+    replay_tokens_per_pass: upper.tokensPerPass,
+  });
+}
+
+// Never slower: a prompt of unrelated ids and no material; speculation has nothing to go on.
+const ids = Array.from({ length: 64 }, (_, k) => (k * 7919 + 13) % 150000).join(',');
+const plain = secondsPerToken(k3([model, '--ids', ids, '--gen', String(GEN), '--incremental']));
+const guarded = secondsPerToken(k3([model, '--ids', ids, '--gen', String(GEN), '--spec', String(SPEC)]));
+
+const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
+console.log(`\nspeculative decoding on code edits (small fixture, --spec ${SPEC}, ${GEN} tokens)`);
+console.log(['workload', 'serial s/tok', 'spec s/tok', 'speedup', 'accepted', 'tok/pass', 'replay acc.', 'replay tok/pass'].map((h, k) => (k ? h.padStart(14) : h.padEnd(14))).join(''));
+for (const r of rows) {
+  console.log(
+    [r.workload.padEnd(14), r.serial_s_per_token.toFixed(4), r.spec_s_per_token.toFixed(4), `${r.speedup.toFixed(2)}x`,
+      `${r.accepted}/${r.drafted}`, r.tokens_per_pass.toFixed(2), pct(r.replay_acceptance), r.replay_tokens_per_pass.toFixed(2)]
+      .map((c, k) => (k ? c.padStart(14) : c)).join(''),
+  );
+}
+console.log(`never-slower check (nothing to draft): serial ${plain.toFixed(4)} s/token, --spec ${guarded.toFixed(4)} s/token, speedup ${(plain / guarded).toFixed(3)}x`);
+fs.writeFileSync(path.join(repoRoot, 'out/bench/spec.json'), JSON.stringify({ model: 'small', gen: GEN, spec: SPEC, rows, never_slower: { serial: plain, spec: guarded, speedup: plain / guarded } }, null, 2) + '\n');

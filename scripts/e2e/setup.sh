@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# setup.sh - installs what the real-editor tests (test/e2e/) need and a fresh machine lacks:
+# Debian's chromium, ripgrep and libkrb5-dev, and code-server 4.100.3 (VS Code 1.100.3's
+# workbench, the last release built for Node 20) from npm into .e2e/code-server. It is not
+# a package.json dependency, so `npm ci` stays light. Idempotent: a second run checks and
+# exits in well under a second. Offline workarounds: docs in shared/docs/vscode-e2e.md §1.
+#   bash scripts/e2e/setup.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+CS_VERSION=4.100.3
+CS_DIR=.e2e/code-server
+CS_ENTRY="$CS_DIR/node_modules/code-server/out/node/entry.js"
+
+missing=()
+command -v chromium >/dev/null || missing+=(chromium)
+command -v rg >/dev/null || missing+=(ripgrep)
+dpkg -s libkrb5-dev >/dev/null 2>&1 || missing+=(libkrb5-dev)
+command -v c++ >/dev/null && command -v make >/dev/null || missing+=(build-essential)
+command -v python3 >/dev/null || missing+=(python3)
+if ((${#missing[@]})); then
+  echo "e2e setup: apt-get install ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# code-server's postinstall refuses a Node major other than the one it was built for.
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+if [ "$node_major" != 20 ]; then
+  echo "e2e setup: code-server $CS_VERSION needs Node 20, this is $(node --version)" >&2
+  exit 1
+fi
+
+installed=$(node -p "try { require('./$CS_DIR/node_modules/code-server/package.json').version } catch { '' }")
+if [ "$installed" != "$CS_VERSION" ] || [ ! -f "$CS_ENTRY" ]; then
+  echo "e2e setup: npm install code-server@$CS_VERSION into $CS_DIR (about a minute)"
+  rm -rf "$CS_DIR"
+  mkdir -p "$CS_DIR"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  # @vscode/ripgrep's postinstall downloads rg from GitHub unless it finds this cached file;
+  # seeding it with Debian's rg keeps the install offline.
+  mkdir -p "$tmp/vscode-ripgrep-cache-1.15.11"
+  tar czf "$tmp/vscode-ripgrep-cache-1.15.11/ripgrep-v13.0.0-10-x86_64-unknown-linux-musl.tar.gz" -C "$(dirname "$(command -v rg)")" rg
+  # nodedir: node-gyp uses the installed headers instead of downloading them; yes: node-pty's
+  # postinstall runs `npx node-gyp`; unsafe-perm: postinstall.sh insists on it as root.
+  TMPDIR="$tmp" npm_config_yes=true npm_config_nodedir=/usr npm_config_unsafe_perm=true \
+    npm install --prefix "$CS_DIR" --no-save --no-audit --no-fund --loglevel=error "code-server@$CS_VERSION"
+fi
+echo '{}' > .e2e/cs-version-config.yaml
+node "$CS_ENTRY" --config .e2e/cs-version-config.yaml --version | head -1

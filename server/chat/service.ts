@@ -1,0 +1,271 @@
+// service.ts - chat turns and conversations. A turn renders the conversation plus the new
+// message (render.ts), resumes the engine from what the chat session holds or from the
+// conversation's saved state (a file the engine wrote after the previous turn), prefills
+// only what is new, streams the reply as k3/chat/didStream, closes the turn's structure
+// if the reply was cut, decodes it to its end and saves the state, so the next turn, even
+// after a restart, costs only its new message. History and state files go through
+// state/store.ts. A saved state that cannot be used is set aside and the turn goes on from
+// the history, saying so in its warnings.
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { CancellationToken } from 'vscode-languageserver';
+import type { ServerCtx } from '../ctx';
+import { EngineError } from '../engine/engine';
+import { Cancelled, K3Failure, engineFailure, invalidRequest } from '../errors';
+import {
+  ChatStreamNotification,
+  type ChatSendParams,
+  type ChatSendResult,
+  type ChatStopReason,
+  type ChatTurnStats,
+  type Conversation,
+  type ConversationSummary,
+  type K3Problem,
+} from '../protocol';
+import { Job } from '../scheduler';
+import type { StoredConversation, StoredMessage } from '../state/store';
+
+/** Drafting material: the last this many tokens of the conversation. */
+const DRAFT_WINDOW = 8192;
+const TITLE_CHARS = 60;
+
+function summary(c: StoredConversation): ConversationSummary {
+  return {
+    id: c.id,
+    title: c.title,
+    createdAt: c.createdAt,
+    updatedAt: c.updatedAt,
+    messageCount: c.messages.length,
+    thinking: c.thinking,
+    savedTokens: c.state?.tokens ?? 0,
+  };
+}
+
+function publicMessage(m: StoredMessage): Conversation['messages'][number] {
+  const { ids: _ids, ...rest } = m;
+  return rest;
+}
+
+function checkSendParams(p: unknown): ChatSendParams {
+  const v = p as Record<string, unknown> | null;
+  if (!v || typeof v !== 'object') throw invalidRequest('k3/chat/send needs params { message, conversationId?, thinking?, maxTokens? }');
+  if (typeof v.message !== 'string' || v.message.trim() === '') throw invalidRequest('k3/chat/send: message must be a non-empty string');
+  if (v.conversationId !== undefined && typeof v.conversationId !== 'string') throw invalidRequest('k3/chat/send: conversationId must be a string');
+  if (v.thinking !== undefined && typeof v.thinking !== 'boolean') throw invalidRequest('k3/chat/send: thinking must be a boolean');
+  if (v.maxTokens !== undefined && !(Number.isInteger(v.maxTokens) && (v.maxTokens as number) > 0))
+    throw invalidRequest('k3/chat/send: maxTokens must be a positive integer');
+  return v as unknown as ChatSendParams;
+}
+
+export class ChatService {
+  /** The turn answering in each conversation: its job, and whether generation has begun
+   * (a stop before that cancels the turn; after it, it ends the reply). */
+  private readonly active = new Map<string, { job: Job; generating: boolean }>();
+
+  constructor(private readonly ctx: ServerCtx) {}
+
+  list(): ConversationSummary[] {
+    return this.ctx.store.list().map(summary);
+  }
+
+  get(id: unknown): Conversation {
+    if (typeof id !== 'string') throw invalidRequest('conversationId must be a string');
+    const c = this.ctx.store.get(id);
+    if (!c) throw new K3Failure('unknown-conversation', `No conversation has the id ${id}.`);
+    return { ...summary(c), messages: c.messages.map(publicMessage) };
+  }
+
+  /** Deletes one conversation (or all); a reply in progress there is cancelled first. */
+  clear(id: unknown): number {
+    if (id !== undefined && typeof id !== 'string') throw invalidRequest('conversationId must be a string');
+    const ids = id === undefined ? this.ctx.store.list().map((c) => c.id) : [id];
+    let removed = 0;
+    for (const c of ids) {
+      this.active.get(c)?.job.cancel();
+      if (this.ctx.host.chatHeld === c) this.ctx.host.chatHeld = undefined;
+      if (this.ctx.store.delete(c)) removed++;
+    }
+    return removed;
+  }
+
+  /** Ends the reply being generated in a conversation. */
+  stop(id: unknown): boolean {
+    if (typeof id !== 'string') throw invalidRequest('k3/chat/stop: conversationId must be a string');
+    const turn = this.active.get(id);
+    if (!turn) return false;
+    if (turn.generating) turn.job.stop();
+    else turn.job.cancel();
+    return true;
+  }
+
+  cancelAll(): void {
+    for (const t of this.active.values()) t.job.cancel();
+  }
+
+  async send(raw: unknown, token: CancellationToken): Promise<ChatSendResult> {
+    const params = checkSendParams(raw);
+    const engine = this.ctx.host.ready();
+    const { store, settings } = this.ctx;
+    const now = Date.now();
+    let conv: StoredConversation;
+    if (params.conversationId !== undefined) {
+      const found = store.get(params.conversationId);
+      if (!found) throw new K3Failure('unknown-conversation', `No conversation has the id ${params.conversationId}.`);
+      conv = found;
+    } else {
+      const firstLine = params.message.trim().split('\n')[0] ?? '';
+      conv = {
+        id: crypto.randomUUID(),
+        title: firstLine.length > TITLE_CHARS ? `${firstLine.slice(0, TITLE_CHARS - 1)}…` : firstLine,
+        createdAt: now,
+        updatedAt: now,
+        thinking: params.thinking ?? settings.chat.thinking,
+        messages: [],
+        state: null,
+      };
+    }
+    if (this.active.has(conv.id)) throw new K3Failure('busy', 'This conversation is answering already; stop it first.');
+    const job = new Job('chat');
+    const turn = { job, generating: false };
+    this.active.set(conv.id, turn);
+    let clientCancelled = false;
+    const onCancel = token.onCancellationRequested(() => {
+      clientCancelled = true;
+      this.stop(conv.id);
+    });
+    const userMessage: StoredMessage = { id: crypto.randomUUID(), role: 'user', content: params.message, reasoning: '', createdAt: now };
+    const messageId = crypto.randomUUID();
+    const warnings: K3Problem[] = [];
+    const maxTokens = params.maxTokens ?? settings.chat.maxTokens;
+    const { renderer } = engine;
+    const host = this.ctx.host;
+    try {
+      const result = await this.ctx.scheduler.run(job, async (): Promise<ChatSendResult> => {
+        const thinking = conv.thinking;
+        const previous = renderer.render(conv.messages, { thinking, generationPrompt: false });
+        const prompt = renderer.render([...conv.messages, userMessage], { thinking, generationPrompt: true });
+        const es = engine.chat;
+
+        // Resume: the session already holds the conversation, or its saved state does.
+        let resumedFrom: ChatTurnStats['resumedFrom'] = 'none';
+        if (host.chatHeld === conv.id && previous.length > 0 && es.holdsPrefixOf(previous) === previous.length) {
+          resumedFrom = 'context';
+        } else {
+          host.chatHeld = undefined;
+          const file = store.stateFile(conv);
+          if (file && conv.state) {
+            if (conv.state.model !== engine.fingerprint) {
+              warnings.push(
+                store.setAside(file, 'state-incompatible', 'The saved engine state of this conversation was made by another model; the conversation was re-read from its history.'),
+              );
+              conv.state = null;
+              store.put(conv);
+            } else {
+              try {
+                await es.loadState(job, file);
+                resumedFrom = 'saved-state';
+              } catch (e) {
+                if (!(e instanceof EngineError) || e.code !== 'state') throw e;
+                warnings.push(
+                  store.setAside(
+                    file,
+                    'state-incompatible',
+                    'The saved engine state of this conversation could not be used, so it was cleared and the conversation was re-read from its history.',
+                    e.detail,
+                  ),
+                );
+                conv.state = null;
+                store.put(conv);
+              }
+            }
+          }
+        }
+        host.chatHeld = conv.id;
+
+        const prefill = await es.prefill(job, prompt, []);
+        turn.generating = true;
+        const parser = renderer.parser(thinking);
+        const gen = await es.generate(job, prompt, {
+          maxTokens,
+          specMax: settings.engine.speculation,
+          stopIds: renderer.stopIds,
+          contextIds: prompt.slice(-DRAFT_WINDOW),
+          onTokens: (ids) => {
+            for (const d of parser.feed(ids)) this.stream(conv.id, messageId, d.channel, d.text, job.tokens);
+          },
+        });
+        for (const d of parser.finish()) this.stream(conv.id, messageId, d.channel, d.text, gen.ids.length);
+        const stopReason: ChatStopReason = gen.end;
+
+        // Close the turn if it was cut, decode it to its end and save: the next turn then
+        // prefills only its own message.
+        const closer = renderer.closer(parser.state, parser.inTag);
+        const full = [...prompt, ...gen.ids, ...closer];
+        await es.prefill(job, full, []);
+        const assistant: StoredMessage = {
+          id: messageId,
+          role: 'assistant',
+          content: parser.content,
+          reasoning: parser.reasoning,
+          createdAt: Date.now(),
+          stopReason,
+          ids: [...renderer.generationPrompt(thinking), ...gen.ids, ...closer],
+        };
+        const oldState = store.stateFile(conv);
+        const statePath = store.statePath(`${conv.id}-${Date.now().toString(36)}`);
+        let saved: StoredConversation['state'] = null;
+        if (statePath) {
+          await es.saveState(job, statePath);
+          saved = {
+            file: path.basename(statePath),
+            tokens: full.length,
+            model: engine.fingerprint,
+            bytes: fs.statSync(statePath).size,
+          };
+        }
+        conv.messages.push(userMessage, assistant);
+        conv.updatedAt = Date.now();
+        conv.state = saved;
+        store.put(conv);
+        if (oldState && oldState !== statePath) fs.rmSync(oldState, { force: true });
+        store.enforceLimits(settings.state.maxBytes, settings.state.maxConversations, conv.id);
+
+        const stats: ChatTurnStats = {
+          conversationId: conv.id,
+          resumedFrom,
+          promptTokens: prompt.length,
+          reusedTokens: prefill.reused,
+          prefilledTokens: prefill.prefilled,
+          generatedTokens: gen.ids.length,
+          draftedTokens: gen.drafted,
+          acceptedTokens: gen.accepted,
+          prefillMs: prefill.ms,
+          generateMs: gen.ms,
+          tokensPerSecond: gen.ms > 0 ? (gen.ids.length * 1000) / gen.ms : 0,
+        };
+        this.ctx.status.lastChat = stats;
+        this.ctx.log(
+          `chat turn (${resumedFrom}): prompt ${stats.promptTokens} tokens, reused ${stats.reusedTokens}, ` +
+            `prefilled ${stats.prefilledTokens}, generated ${stats.generatedTokens} (${stopReason})`,
+        );
+        this.ctx.status.changed();
+        return { conversationId: conv.id, userMessage: publicMessage(userMessage), message: publicMessage(assistant), stats, warnings };
+      });
+      if (clientCancelled) throw new Cancelled();
+      return result;
+    } catch (e) {
+      const f = engineFailure(e);
+      // What the session holds is unknown after a failure or a cancelled prefill.
+      if (host.chatHeld === conv.id) host.chatHeld = undefined;
+      throw f;
+    } finally {
+      onCancel.dispose();
+      this.active.delete(conv.id);
+    }
+  }
+
+  private stream(conversationId: string, messageId: string, channel: 'reasoning' | 'content', text: string, tokens: number): void {
+    void this.ctx.connection.sendNotification(ChatStreamNotification.type, { conversationId, messageId, channel, text, tokens });
+  }
+}

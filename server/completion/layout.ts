@@ -1,0 +1,164 @@
+// layout.ts - how a completion prompt is laid out (docs/PROMPTS.md, "Completions"). K3 has
+// no fill-in-the-middle tokens, so a completion is a plain continuation of text ordered
+// stable parts first:
+//   1. extra context: chunks of other documents, each "<comment> <path>\n<text>\n\n", oldest
+//      first (they change rarely, so their checkpoint survives most keystrokes);
+//   2. the current file: "<comment> <path>\n" and its lines above the cursor's line, from a
+//      window start that moves only in steps of WINDOW_STEP lines;
+//   3. the cursor's line up to the cursor.
+// Each part is encoded on its own, so the tokens of parts 1 and 2 do not change while the
+// user types on the cursor's line, and the engine checkpoints the end of each part. The
+// text after the cursor is not in the prompt: it is returned for stopping,
+// post-processing and drafting. It does not run the engine.
+
+/** A piece of another document. */
+export interface ContextChunk {
+  /** Identifies the chunk (document and region) in the ring. */
+  key: string;
+  /** Workspace-relative path (or file name) shown in the chunk's header. */
+  path: string;
+  languageId: string;
+  text: string;
+}
+
+export interface LayoutInput {
+  path: string;
+  languageId: string;
+  /** The whole document. */
+  text: string;
+  /** Cursor offset in text (UTF-16 units). */
+  offset: number;
+  chunks: readonly ContextChunk[];
+  maxPromptTokens: number;
+  maxContextTokens: number;
+}
+
+export interface Layout {
+  ids: number[];
+  /** Tokens of part 1 (extra context). */
+  contextEnd: number;
+  /** Tokens of parts 1 and 2: everything before the cursor's line. */
+  stableEnd: number;
+  /** Keys of the chunks that fit. */
+  chunkKeys: string[];
+  /** The text of part 2, for cache keys. */
+  fileText: string;
+  linePrefix: string;
+  lineSuffix: string;
+  /** The document's lines after the cursor's line (up to NEXT_LINES). */
+  nextLines: string[];
+  /** Drafting material: the line suffix and next lines, then the chunks. */
+  draftIds: number[];
+}
+
+export interface Encoder {
+  encode(text: string, allowSpecial: boolean): Int32Array;
+}
+
+/** The prefix window starts on a multiple of this many lines. */
+export const WINDOW_STEP = 32;
+/** Lines after the cursor's line used for stopping and drafting. */
+export const NEXT_LINES = 32;
+/** Prompt tokens kept free for the cursor's line. */
+const LINE_ALLOWANCE = 256;
+
+const HASH_COMMENT = new Set([
+  'python', 'shellscript', 'ruby', 'perl', 'r', 'yaml', 'toml', 'dockerfile', 'makefile', 'cmake',
+  'powershell', 'elixir', 'julia', 'nim', 'coffeescript', 'properties', 'ini', 'gitignore', 'graphql',
+]);
+const DASH_COMMENT = new Set(['sql', 'lua', 'haskell', 'ada', 'elm', 'purescript']);
+const PERCENT_COMMENT = new Set(['latex', 'tex', 'matlab', 'erlang', 'bibtex']);
+const BLOCK_COMMENT: Record<string, [string, string]> = {
+  html: ['<!--', '-->'],
+  xml: ['<!--', '-->'],
+  markdown: ['<!--', '-->'],
+  vue: ['<!--', '-->'],
+  svelte: ['<!--', '-->'],
+  css: ['/*', '*/'],
+  scss: ['/*', '*/'],
+  less: ['/*', '*/'],
+  json: ['//', ''],
+};
+
+/** The header line naming a file, as a comment of its language. */
+export function header(path: string, languageId: string): string {
+  const block = BLOCK_COMMENT[languageId];
+  if (block) return block[1] ? `${block[0]} ${path} ${block[1]}\n` : `${block[0]} ${path}\n`;
+  if (HASH_COMMENT.has(languageId)) return `# ${path}\n`;
+  if (DASH_COMMENT.has(languageId)) return `-- ${path}\n`;
+  if (PERCENT_COMMENT.has(languageId)) return `% ${path}\n`;
+  if (languageId === 'clojure' || languageId === 'lisp' || languageId === 'scheme') return `;; ${path}\n`;
+  return `// ${path}\n`;
+}
+
+/** A context chunk's prompt text. */
+export function chunkText(c: ContextChunk): string {
+  const body = c.text.endsWith('\n') ? c.text : `${c.text}\n`;
+  return `${header(c.path, c.languageId)}${body}\n`;
+}
+
+/** Lines of a text, without their line breaks (\n or \r\n). */
+export function splitLines(text: string): string[] {
+  return text.split(/\r?\n/);
+}
+
+export function layoutPrompt(enc: Encoder, input: LayoutInput): Layout {
+  const before = input.text.slice(0, input.offset);
+  const after = input.text.slice(input.offset);
+  const above = splitLines(before);
+  const linePrefix = above.pop() ?? '';
+  const below = splitLines(after);
+  const lineSuffix = below.shift() ?? '';
+  const nextLines = below.slice(0, NEXT_LINES);
+
+  // 1. extra context, oldest first, while it fits its budget.
+  const ids: number[] = [];
+  const chunkKeys: string[] = [];
+  const chunkIds: number[] = [];
+  for (const c of input.chunks) {
+    const t = enc.encode(chunkText(c), false);
+    if (chunkIds.length + t.length > input.maxContextTokens) break;
+    for (const id of t) chunkIds.push(id);
+    chunkKeys.push(c.key);
+  }
+  ids.push(...chunkIds);
+  const contextEnd = ids.length;
+
+  // 3 first, to know what is left for 2.
+  const lineIds = enc.encode(linePrefix, false);
+  const head = header(input.path, input.languageId);
+  // A fixed allowance for the line, so typing on it does not move the window.
+  const lineAllowance = Math.max(lineIds.length, Math.min(LINE_ALLOWANCE, Math.floor(input.maxPromptTokens / 8)));
+  const budget = Math.max(0, input.maxPromptTokens - contextEnd - lineAllowance);
+
+  // 2. the file above the cursor's line: from an anchored window start that fits.
+  const fileAt = (start: number): string => head + above.slice(start).map((l) => `${l}\n`).join('');
+  let start = 0;
+  // Estimate first (about 3 characters per token), then check exactly.
+  let chars = 0;
+  for (let i = above.length - 1; i >= 0; i--) {
+    chars += above[i].length + 1;
+    if (chars / 3 > budget) {
+      start = i + 1;
+      break;
+    }
+  }
+  start = Math.floor(start / WINDOW_STEP) * WINDOW_STEP;
+  let fileText = fileAt(start);
+  let fileIds = enc.encode(fileText, false);
+  while (fileIds.length > budget && start < above.length) {
+    start = Math.min(above.length, start + WINDOW_STEP);
+    fileText = fileAt(start);
+    fileIds = enc.encode(fileText, false);
+  }
+  if (fileIds.length > budget) {
+    fileText = '';
+    fileIds = new Int32Array(0);
+  }
+  ids.push(...fileIds);
+  const stableEnd = ids.length;
+  ids.push(...lineIds);
+
+  const draftIds = [...enc.encode([lineSuffix, ...nextLines].join('\n'), false), ...chunkIds];
+  return { ids, contextEnd, stableEnd, chunkKeys, fileText, linePrefix, lineSuffix, nextLines, draftIds };
+}

@@ -1,0 +1,89 @@
+// postprocess.ts - what of the model's continuation becomes ghost text (docs/PROMPTS.md,
+// "Post-processing"). A pure function of the text generated so far and what surrounds the
+// cursor; it also says when more tokens cannot change the answer, so generation stops
+// there. It never re-indents: lines keep the indentation the model gave them.
+
+export interface PostprocessInput {
+  /** The cursor's line up to the cursor. */
+  linePrefix: string;
+  /** The cursor's line after the cursor. */
+  lineSuffix: string;
+  /** The document's lines after the cursor's line. */
+  nextLines: readonly string[];
+  multiline: boolean;
+  maxLines: number;
+}
+
+export interface PostprocessResult {
+  /** The completion to show ('' for none). */
+  text: string;
+  /** True when more generated text cannot change `text`: stop generating. */
+  final: boolean;
+}
+
+/** The first line after the cursor's that is not blank, trimmed ('' if none). */
+function nextContentLine(next: readonly string[]): string {
+  for (const l of next) if (l.trim() !== '') return l.trim();
+  return '';
+}
+
+function finish(lines: string[], final: boolean, input: PostprocessInput): PostprocessResult {
+  const text = lines.join('\n').replace(/\s+$/, '');
+  if (text.trim() === '') return { text: '', final };
+  // A completion that only retypes the line below is no completion.
+  const next = nextContentLine(input.nextLines);
+  const firstContent = lines.find((l) => l.trim() !== '') ?? '';
+  const completedLine = lines[0].trim() === '' ? firstContent.trim() : (input.linePrefix + lines[0]).trim();
+  if (input.lineSuffix.trim() === '' && next !== '' && completedLine === next && lines.filter((l) => l.trim() !== '').length === 1) {
+    return { text: '', final };
+  }
+  return { text, final };
+}
+
+/**
+ * Rules, in order:
+ * - Text after the cursor on its line (a suffix): one line only; a copy of the suffix at the
+ *   end of that line is dropped.
+ * - Single-line mode: the rest of the cursor's line; when the model ends the line at once
+ *   and nothing follows the cursor, the next line instead (a line break plus that line).
+ * - Multi-line mode: up to maxLines lines, stopping before a line that repeats the next
+ *   non-blank line of the document.
+ * - Trailing whitespace goes; a completion that is blank, or that only retypes the line
+ *   below, is dropped.
+ */
+export function postprocess(raw: string, input: PostprocessInput): PostprocessResult {
+  const lines = raw.split(/\r?\n/);
+  const complete = lines.length - 1; // lines ended by a line break
+  const suffix = input.lineSuffix.trim();
+
+  if (suffix !== '') {
+    let line = lines[0];
+    const final = complete >= 1;
+    if (final) {
+      const trimmed = line.replace(/\s+$/, '');
+      if (trimmed.endsWith(suffix)) line = trimmed.slice(0, trimmed.length - suffix.length);
+    }
+    return finish([line], final, input);
+  }
+
+  if (!input.multiline) {
+    if (complete === 0) return finish([lines[0]], false, input);
+    if (lines[0].trim() !== '') return finish([lines[0]], true, input);
+    // The model ended the cursor's line without adding to it: offer the next line.
+    return finish(['', lines[1]], complete >= 2, input);
+  }
+
+  const next = nextContentLine(input.nextLines);
+  const kept: string[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    const ended = i < complete;
+    if (i > 0 && next !== '' && lines[i].trim() === next && ended) return finish(kept, true, input);
+    if (i > 0 && next !== '' && !ended && next.startsWith(lines[i].trim()) && lines[i].trim() !== '') {
+      // Might still become a copy of the next line: wait.
+      return finish(kept, false, input);
+    }
+    kept.push(lines[i]);
+    if (kept.length >= input.maxLines && ended) return finish(kept, true, input);
+  }
+  return finish(kept, false, input);
+}

@@ -1,0 +1,160 @@
+// service.ts - textDocument/inlineCompletion: cache first (type-through), else lay out the
+// prompt (layout.ts), prefill it with checkpoints at its stable boundaries, generate
+// greedily with the text after the cursor and the extra context as drafting material,
+// stop as soon as post-processing says more text cannot matter, and remember the result.
+// A new request cancels the previous one (cancel-previous); $/cancelRequest cancels in the
+// engine. Each request's numbers (reused, prefilled, generated tokens) go to the status.
+import * as crypto from 'node:crypto';
+import type { CancellationToken, InlineCompletionList, InlineCompletionParams } from 'vscode-languageserver';
+import type { ServerCtx } from '../ctx';
+import { Cancelled, engineFailure, invalidRequest } from '../errors';
+import type { CompletionStats } from '../protocol';
+import { Job } from '../scheduler';
+import { CompletionCache } from './cache';
+import { COMPLETION_MARGIN } from '../engine/host';
+import { layoutPrompt } from './layout';
+import { postprocess } from './postprocess';
+
+export class CompletionService {
+  private current: Job | undefined;
+  readonly cache = new CompletionCache();
+
+  constructor(private readonly ctx: ServerCtx) {}
+
+  /** Stops the request in flight (settings changed, model replaced). */
+  cancel(): void {
+    this.current?.cancel('superseded');
+  }
+
+  async provide(params: InlineCompletionParams, token: CancellationToken): Promise<InlineCompletionList> {
+    const t0 = Date.now();
+    const uri = params?.textDocument?.uri;
+    const pos = params?.position;
+    if (typeof uri !== 'string' || !pos || !Number.isInteger(pos.line) || !Number.isInteger(pos.character)) {
+      throw invalidRequest('textDocument/inlineCompletion needs textDocument.uri and an integer position');
+    }
+    const doc = this.ctx.documents.get(uri);
+    // Nothing to complete yet: an empty list, not an error (the status says why).
+    if (!doc || !this.ctx.host.loaded) return { items: [] };
+    const engine = this.ctx.host.loaded;
+    const settings = this.ctx.settings.completions;
+    const offset = doc.offsetAt(pos);
+    const chunks = this.ctx.ring.snapshot(uri, t0);
+    const layout = layoutPrompt(engine.tokenizer, {
+      path: this.ctx.ring.displayPath(uri),
+      languageId: doc.languageId,
+      text: doc.getText(),
+      offset,
+      chunks,
+      // The session was sized at load; a larger budget set since cannot use more.
+      maxPromptTokens: Math.max(
+        COMPLETION_MARGIN,
+        Math.min(settings.maxPromptTokens, engine.completion.maxContext - settings.maxTokens - COMPLETION_MARGIN),
+      ),
+      maxContextTokens: settings.maxContextTokens,
+    });
+    const ppInput = {
+      linePrefix: layout.linePrefix,
+      lineSuffix: layout.lineSuffix,
+      nextLines: layout.nextLines,
+      multiline: settings.multiline,
+      maxLines: settings.maxLines,
+    };
+    const base = crypto
+      .createHash('sha1')
+      .update(JSON.stringify([engine.fingerprint, layout.chunkKeys, this.ctx.ring.id, layout.fileText, layout.lineSuffix, layout.nextLines, settings]))
+      .digest('hex');
+    const range = { start: pos, end: pos };
+
+    const cached = this.cache.get(base, layout.linePrefix);
+    if (cached !== undefined) {
+      this.current?.cancel('superseded');
+      const text = postprocess(cached, ppInput).text;
+      this.record({ ...emptyStats('cache'), promptTokens: layout.ids.length, reusedTokens: layout.ids.length, totalMs: Date.now() - t0 });
+      return { items: text ? [{ insertText: text, range }] : [] };
+    }
+
+    this.current?.cancel('superseded');
+    const job = new Job('completion');
+    this.current = job;
+    const onCancel = token.onCancellationRequested(() => job.cancel('cancelled'));
+    const stats = emptyStats('engine');
+    stats.promptTokens = layout.ids.length;
+    try {
+      const text = await this.ctx.scheduler.run(job, async () => {
+        const es = engine.completion;
+        const prefill = await es.prefill(job, layout.ids, [layout.contextEnd, layout.stableEnd, layout.ids.length]);
+        stats.reusedTokens = prefill.reused;
+        stats.prefilledTokens = prefill.prefilled;
+        stats.prefillMs = prefill.ms;
+        const stops = new Set(engine.renderer.stopIds);
+        const stream = engine.tokenizer.stream();
+        let raw = '';
+        const gen = await es.generate(job, layout.ids, {
+          maxTokens: settings.maxTokens,
+          specMax: this.ctx.settings.engine.speculation,
+          stopIds: engine.renderer.stopIds,
+          contextIds: layout.draftIds,
+          onTokens: (ids) => {
+            for (const id of ids) if (!stops.has(id)) raw += stream.push(id);
+            if (postprocess(raw, ppInput).final) job.stop();
+          },
+        });
+        raw += stream.end();
+        stats.generatedTokens = gen.ids.length;
+        stats.draftedTokens = gen.drafted;
+        stats.acceptedTokens = gen.accepted;
+        stats.generateMs = gen.ms;
+        return postprocess(raw, ppInput).text;
+      });
+      stats.outcome = 'done';
+      stats.totalMs = Date.now() - t0;
+      this.record(stats);
+      if (text) this.cache.put(base, layout.linePrefix, text);
+      return { items: text ? [{ insertText: text, range }] : [] };
+    } catch (e) {
+      const f = engineFailure(e);
+      stats.totalMs = Date.now() - t0;
+      stats.generatedTokens = job.stage === 'generate' ? job.tokens : 0;
+      if (f instanceof Cancelled) {
+        stats.outcome = (job.cancelReason ?? f.reason) === 'superseded' ? 'superseded' : 'cancelled';
+        if (job.tokensAtCancel !== undefined && job.stage === 'generate') stats.tokensAfterCancel = job.tokens - job.tokensAtCancel;
+        this.record(stats);
+        throw new Cancelled(stats.outcome === 'superseded' ? 'superseded' : 'cancelled');
+      }
+      stats.outcome = 'failed';
+      this.record(stats);
+      throw f;
+    } finally {
+      onCancel.dispose();
+      if (this.current === job) this.current = undefined;
+    }
+  }
+
+  private record(stats: CompletionStats): void {
+    this.ctx.status.lastCompletion = stats;
+    this.ctx.log(
+      `completion (${stats.source}, ${stats.outcome}): prompt ${stats.promptTokens} tokens, reused ${stats.reusedTokens}, ` +
+        `prefilled ${stats.prefilledTokens}, generated ${stats.generatedTokens}` +
+        (stats.tokensAfterCancel !== undefined ? `, ${stats.tokensAfterCancel} after the cancel` : '') +
+        ` in ${stats.totalMs} ms`,
+    );
+    this.ctx.status.changed();
+  }
+}
+
+function emptyStats(source: CompletionStats['source']): CompletionStats {
+  return {
+    source,
+    outcome: 'done',
+    promptTokens: 0,
+    reusedTokens: 0,
+    prefilledTokens: 0,
+    generatedTokens: 0,
+    draftedTokens: 0,
+    acceptedTokens: 0,
+    prefillMs: 0,
+    generateMs: 0,
+    totalMs: 0,
+  };
+}

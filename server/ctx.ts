@@ -1,0 +1,124 @@
+// ctx.ts - the server's one context object: the connection and documents, the settings and
+// initialization options, the workspace store, the scheduler, the engine host, and the
+// features (completions, chat, status) that every handler reaches through it. It wires
+// them together and keeps the few cross-cutting decisions (which preset, where files go,
+// what a settings change resets); the behaviour lives in the modules it holds.
+import type { Connection, InitializeParams } from 'vscode-languageserver';
+import { ChatService } from './chat/service';
+import { CompletionService } from './completion/service';
+import { ContextRing } from './completion/context';
+import { Documents } from './documents';
+import { enginePresets } from './engine/engine';
+import { EngineHost } from './engine/host';
+import { invalidRequest } from './errors';
+import {
+  DidReportProblemNotification,
+  type InitializationOptions,
+  type K3Problem,
+  type LoadProgress,
+  type PresetInfo,
+  type ServerSettings,
+} from './protocol';
+import { Scheduler } from './scheduler';
+import { DEFAULT_SETTINGS, mergeSettings } from './settings';
+import { StatusReporter } from './status';
+import { WorkspaceStore } from './state/store';
+
+export class ServerCtx {
+  settings: ServerSettings = DEFAULT_SETTINGS;
+  init: InitializationOptions = {};
+  /** Workspace folder paths, for display paths in prompts. */
+  roots: string[] = [];
+  /** Whether the client shows window/workDoneProgress. */
+  clientProgress = false;
+  store: WorkspaceStore;
+  readonly status: StatusReporter;
+  readonly scheduler: Scheduler;
+  readonly host: EngineHost;
+  readonly ring: ContextRing;
+  readonly completions: CompletionService;
+  readonly chat: ChatService;
+  readonly documents = new Documents();
+  /** Receives the progress of the load in flight (its work-done progress). */
+  loadProgressSink: ((p: LoadProgress) => void) | undefined;
+
+  constructor(readonly connection: Connection) {
+    this.status = new StatusReporter(this);
+    this.scheduler = new Scheduler(() => this.status.changed());
+    this.store = new WorkspaceStore(undefined, (p) => this.reportProblem(p));
+    this.host = new EngineHost(this.scheduler, () => this.store, () => this.settings, {
+      changed: () => this.status.changed(),
+      progress: (p) => this.loadProgressSink?.(p),
+    });
+    this.ring = new ContextRing(
+      (uri) => this.documents.get(uri),
+      () => this.roots,
+    );
+    this.completions = new CompletionService(this);
+    this.chat = new ChatService(this);
+  }
+
+  /** Takes the initialize request's options. */
+  initialize(params: InitializeParams): void {
+    const opts = (params.initializationOptions ?? {}) as InitializationOptions;
+    this.init = {
+      modelPath: typeof opts.modelPath === 'string' ? opts.modelPath : '',
+      storagePath: typeof opts.storagePath === 'string' && opts.storagePath ? opts.storagePath : undefined,
+      preset: typeof opts.preset === 'string' && opts.preset ? opts.preset : undefined,
+    };
+    this.settings = mergeSettings(DEFAULT_SETTINGS, opts.settings);
+    this.clientProgress = params.capabilities?.window?.workDoneProgress === true;
+    const folders = params.workspaceFolders ?? [];
+    const uris = folders.length ? folders.map((f) => f.uri) : params.rootUri ? [params.rootUri] : [];
+    this.roots = uris.flatMap((u) => {
+      try {
+        return [decodeURIComponent(new URL(u).pathname)];
+      } catch {
+        return [];
+      }
+    });
+    this.store = new WorkspaceStore(this.init.storagePath, (p) => this.reportProblem(p));
+  }
+
+  /** The preset in use: the workspace's saved choice, else the client's, else auto (also
+   * when the name is not one the engine knows). */
+  get preset(): string {
+    const chosen = this.store.readWorkspace().preset ?? this.init.preset ?? 'auto';
+    return this.presets().some((p) => p.id === chosen) ? chosen : 'auto';
+  }
+
+  presets(): PresetInfo[] {
+    const gb = (b: number): string => `${(b / 1e9).toFixed(0)} GB`;
+    return [
+      { id: 'auto', label: 'Auto', description: 'Budgets sized from the memory this machine has free.' },
+      ...enginePresets().map((p) => ({
+        id: p.name,
+        label: p.name[0].toUpperCase() + p.name.slice(1),
+        description: `${p.note} (trunk ${gb(p.trunkBytes)}, expert cache ${gb(p.expertCacheBytes)}; about ${gb(p.fullScalePeakRss)} peak at full scale)`,
+      })),
+      { id: 'mapped', label: 'Mapped', description: 'Every weight mapped from the shards; the operating system decides what stays in memory.' },
+    ];
+  }
+
+  checkPreset(preset: unknown): string {
+    if (typeof preset !== 'string' || !this.presets().some((p) => p.id === preset)) {
+      throw invalidRequest(`unknown preset ${JSON.stringify(preset)}; k3/presets/list names them`);
+    }
+    return preset;
+  }
+
+  /** Applies a `k3` settings section (workspace/didChangeConfiguration). */
+  updateSettings(section: unknown): void {
+    this.settings = mergeSettings(this.settings, section);
+    this.completions.cache.clear();
+  }
+
+  reportProblem(p: K3Problem): void {
+    this.log(`problem (${p.kind}): ${p.message}${p.detail ? ` [${p.detail}]` : ''}`);
+    void this.connection.sendNotification(DidReportProblemNotification.type, p);
+  }
+
+  log(message: string): void {
+    this.connection.console.log(message);
+  }
+}

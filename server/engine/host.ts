@@ -1,0 +1,263 @@
+// host.ts - the model's lifecycle in the server: load (checks, engine open with the preset's
+// budgets on a worker thread, tokenizer, one session for completions and one for chat),
+// progress while it loads (phase, bytes, elapsed, estimate), unload, and the phase the
+// status reports. Loads and unloads take the engine exclusively from the scheduler, so no
+// job runs on a model being replaced. It decides nothing about prompts or results.
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { ChatRenderer } from '../chat/render';
+import { Cancelled, K3Failure, modelLoadFailure } from '../errors';
+import type { EnginePhase, K3Problem, LoadProgress, ServerSettings } from '../protocol';
+import type { Scheduler } from '../scheduler';
+import { engineThreads } from '../settings';
+import type { WorkspaceStore } from '../state/store';
+import { EngineError, Model } from './engine';
+import { EngineSession } from './runner';
+import { Tokenizer } from './tokenizer';
+
+/** A loaded model and everything made from it. */
+export interface LoadedEngine {
+  modelPath: string;
+  model: Model;
+  tokenizer: Tokenizer;
+  renderer: ChatRenderer;
+  completion: EngineSession;
+  chat: EngineSession;
+  /** Identifies the checkpoint's bytes (config, index, shard sizes and heads). */
+  fingerprint: string;
+}
+
+/** Positions the completion session may reach beyond the prompt budget and generation. */
+export const COMPLETION_MARGIN = 64;
+/** A completion checkpoint copies the recurrent state and the prompt's cache rows; room for
+ * this many of them (the boundaries of the current prompt and the previous one's end). */
+const COMPLETION_CHECKPOINTS = 4;
+/** The engine's default checkpoint budget, kept as a floor. */
+const MIN_CHECKPOINT_BYTES = 256 * 1024 ** 2;
+
+/** The shards of a checkpoint folder, with their sizes. */
+function shards(dir: string): { file: string; bytes: number }[] {
+  return fs
+    .readdirSync(dir)
+    .filter((f) => f.endsWith('.safetensors'))
+    .sort()
+    .map((f) => ({ file: f, bytes: fs.statSync(path.join(dir, f)).size }));
+}
+
+/** A cheap identity of a checkpoint: config and index bytes, each shard's name, size and
+ * first 64 KiB (a saved state is only reused with the model that wrote it). */
+export function fingerprint(dir: string): string {
+  const h = crypto.createHash('sha256');
+  for (const f of ['config.json', 'model.safetensors.index.json']) {
+    const p = path.join(dir, f);
+    if (fs.existsSync(p)) h.update(f).update(fs.readFileSync(p));
+  }
+  const head = Buffer.alloc(65536);
+  for (const s of shards(dir)) {
+    h.update(`${s.file}:${s.bytes}`);
+    const fd = fs.openSync(path.join(dir, s.file), 'r');
+    try {
+      const n = fs.readSync(fd, head, 0, head.length, 0);
+      h.update(head.subarray(0, n));
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+  return h.digest('hex').slice(0, 32);
+}
+
+export interface HostEvents {
+  /** The phase or the load's progress changed. */
+  changed(): void;
+  /** A load's progress, for $/progress. */
+  progress(p: LoadProgress): void;
+}
+
+export class EngineHost {
+  phase: EnginePhase = 'no-model';
+  loaded: LoadedEngine | undefined;
+  progress: LoadProgress | undefined;
+  /** Why there is no model, or what failed. */
+  problem: K3Problem | undefined;
+  /** The conversation whose sequence the chat session holds (chat service bookkeeping). */
+  chatHeld: string | undefined;
+  private loading: { cancel(): void; settled: Promise<unknown> } | undefined;
+
+  constructor(
+    private readonly scheduler: Scheduler,
+    private readonly store: () => WorkspaceStore,
+    private readonly settings: () => ServerSettings,
+    private readonly events: HostEvents,
+  ) {}
+
+  /** The loaded engine, or a K3Failure saying why there is none. */
+  ready(): LoadedEngine {
+    if (this.loaded) return this.loaded;
+    if (this.phase === 'loading') throw new K3Failure('no-model', 'The model is still loading.');
+    const p = this.problem;
+    throw new K3Failure(p?.kind === 'model-missing' ? 'model-missing' : 'no-model', p?.message ?? 'No model is loaded.', p?.status, p?.detail, p?.action.kind);
+  }
+
+  /** Loads the model in modelPath with `preset`, replacing any loaded one. A second load
+   * cancels the first. Resolves when it is ready; rejects with a K3Failure or Cancelled. */
+  async load(modelPath: string, preset: string): Promise<LoadedEngine> {
+    this.loading?.cancel();
+    await this.loading?.settled.catch(() => undefined);
+    const dir = path.resolve(modelPath);
+    if (!fs.existsSync(path.join(dir, 'config.json'))) {
+      // Checked before anything is replaced: a wrong folder leaves a loaded model alone.
+      const failure = new K3Failure(
+        'model-missing',
+        fs.existsSync(dir) ? `${dir} holds no config.json: it is not a Kimi K3 checkpoint folder.` : `The model folder ${dir} does not exist.`,
+        undefined,
+        dir,
+      );
+      if (!this.loaded) {
+        this.phase = 'no-model';
+        this.problem = failure.problem();
+        this.events.changed();
+      }
+      throw failure;
+    }
+    let cancelled = false;
+    let open: { cancel(): void } | undefined;
+    const run = this.scheduler.exclusive(async () => {
+      this.scheduler.cancelAll();
+      this.closeLoaded();
+      if (cancelled) throw new Cancelled();
+      const bytesTotal = shards(dir).reduce((n, s) => n + s.bytes, 0);
+      const last = this.store().readWorkspace().lastLoad;
+      const t0 = Date.now();
+      this.progress = { modelPath: dir, phase: 'opening', bytesTotal, elapsedMs: 0 };
+      if (last && last.bytes > 0) this.progress.estimateMs = Math.round((last.ms * bytesTotal) / last.bytes);
+      this.phase = 'loading';
+      this.problem = undefined;
+      this.events.changed();
+      const tick = setInterval(() => this.report(t0), 500);
+      try {
+        const load = Model.open(dir, {
+          preset: preset === 'auto' ? 'auto' : preset,
+          onProgress: (p) => {
+            if (this.progress && this.phase === 'loading') {
+              this.progress.bytesLoaded = p.bytesDone;
+              this.report(t0);
+            }
+          },
+        });
+        open = load;
+        if (cancelled) load.cancel();
+        const model = await load.promise;
+        let tokenizer: Tokenizer | undefined;
+        try {
+          this.setPhase('tokenizer', t0);
+          tokenizer = await Tokenizer.openAsync(dir);
+          this.setPhase('sessions', t0);
+          const s = this.settings();
+          const threads = engineThreads(s);
+          const completionContext = s.completions.maxPromptTokens + s.completions.maxTokens + COMPLETION_MARGIN;
+          const plan = model.plan(completionContext);
+          const completion = model.session({
+            maxContext: completionContext,
+            threads,
+            checkpointBytes: Math.max(MIN_CHECKPOINT_BYTES, COMPLETION_CHECKPOINTS * (plan.recurrentState + plan.kvCache)),
+          });
+          let chat;
+          try {
+            // Chat takes no checkpoints: a turn resumes from the live sequence or a saved state.
+            chat = model.session({ maxContext: s.chat.maxContext, threads, checkpointBytes: 0 });
+          } catch (e) {
+            completion.close();
+            throw e;
+          }
+          const loaded: LoadedEngine = {
+            modelPath: dir,
+            model,
+            tokenizer,
+            renderer: new ChatRenderer(tokenizer),
+            completion: new EngineSession(completion, this.scheduler),
+            chat: new EngineSession(chat, this.scheduler),
+            fingerprint: fingerprint(dir),
+          };
+          const ms = Date.now() - t0;
+          this.store().updateWorkspace({ lastLoad: { bytes: bytesTotal, ms } });
+          return loaded;
+        } catch (e) {
+          tokenizer?.close();
+          model.close();
+          throw e;
+        }
+      } finally {
+        clearInterval(tick);
+      }
+    });
+    this.loading = {
+      cancel: () => {
+        cancelled = true;
+        open?.cancel();
+      },
+      settled: run,
+    };
+    try {
+      const loaded = await run;
+      this.loaded = loaded;
+      this.chatHeld = undefined;
+      this.phase = 'ready';
+      this.progress = undefined;
+      this.problem = undefined;
+      return loaded;
+    } catch (e) {
+      const cancelledNow = cancelled || e instanceof Cancelled || (e instanceof EngineError && e.cancelled);
+      const failure = cancelledNow ? undefined : modelLoadFailure(e, dir);
+      this.progress = undefined;
+      this.phase = failure && failure.kind !== 'model-missing' ? 'error' : 'no-model';
+      this.problem = failure?.problem() ?? { kind: 'no-model', action: { kind: 'load-model', title: 'Load the Model' }, message: 'The model load was cancelled.' };
+      throw failure ?? new Cancelled();
+    } finally {
+      this.loading = undefined;
+      this.events.changed();
+    }
+  }
+
+  /** Abandons a load in progress (its promise rejects with Cancelled). */
+  cancelLoad(): void {
+    this.loading?.cancel();
+  }
+
+  /** Stops every job and frees the model. */
+  async unload(): Promise<void> {
+    this.cancelLoad();
+    await this.loading?.settled.catch(() => undefined);
+    await this.scheduler.exclusive(async () => {
+      this.scheduler.cancelAll();
+      this.closeLoaded();
+    });
+    this.phase = 'no-model';
+    this.problem = { kind: 'no-model', action: { kind: 'load-model', title: 'Load the Model' }, message: 'The model was unloaded.' };
+    this.events.changed();
+  }
+
+  private closeLoaded(): void {
+    const l = this.loaded;
+    if (!l) return;
+    this.loaded = undefined;
+    this.chatHeld = undefined;
+    l.completion.close();
+    l.chat.close();
+    l.tokenizer.close();
+    l.model.close();
+  }
+
+  private setPhase(phase: LoadProgress['phase'], t0: number): void {
+    if (!this.progress) return;
+    this.progress.phase = phase;
+    this.report(t0);
+  }
+
+  private report(t0: number): void {
+    if (!this.progress) return;
+    this.progress.elapsedMs = Date.now() - t0;
+    this.events.progress({ ...this.progress });
+    this.events.changed();
+  }
+}

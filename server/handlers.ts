@@ -1,0 +1,193 @@
+// handlers.ts - the LSP surface as one table: each standard or k3/* method and the context
+// call that answers it. Failures leave through errors.ts (a code, a message and data with
+// the kind and action). Model loads report work-done progress ($/progress) next to the
+// k3/didChangeStatus notifications. No feature logic lives here.
+import {
+  type CancellationToken,
+  type Connection,
+  type InitializeParams,
+  type InitializeResult,
+  TextDocumentSyncKind,
+  type WorkDoneProgressReporter,
+} from 'vscode-languageserver';
+import type { ServerCtx } from './ctx';
+import { loadAddon } from './engine/addon';
+import { invalidRequest, toResponseError } from './errors';
+import {
+  ChatSendRequest,
+  ChatStopRequest,
+  ConversationClearRequest,
+  ConversationGetRequest,
+  ConversationListRequest,
+  type LoadProgress,
+  type ModelLoadResult,
+  ModelLoadRequest,
+  ModelUnloadRequest,
+  PresetsListRequest,
+  PresetsSetRequest,
+  StateClearRequest,
+  StatusRequest,
+} from './protocol';
+
+/** Runs a handler body, turning whatever it throws into the protocol's error. */
+function answer<P, R>(body: (params: P, token: CancellationToken) => R | Promise<R>) {
+  return async (params: P, token: CancellationToken): Promise<R> => {
+    try {
+      return await body(params, token);
+    } catch (e) {
+      throw toResponseError(e);
+    }
+  };
+}
+
+/** answer() for requests without params. */
+function answer0<R>(body: (token: CancellationToken) => R | Promise<R>) {
+  return async (token: CancellationToken): Promise<R> => {
+    try {
+      return await body(token);
+    } catch (e) {
+      throw toResponseError(e);
+    }
+  };
+}
+
+function describeLoad(p: LoadProgress): { message: string; percentage?: number } {
+  const mb = (b: number): string => `${(b / 1e6).toFixed(0)} MB`;
+  const s = (ms: number): string => `${Math.round(ms / 1000)} s`;
+  const parts: string[] = [p.phase];
+  if (p.bytesLoaded !== undefined) parts.push(`${mb(p.bytesLoaded)} of ${mb(p.bytesTotal)}`);
+  parts.push(p.estimateMs !== undefined ? `${s(p.elapsedMs)} of about ${s(p.estimateMs)}` : `${s(p.elapsedMs)}`);
+  let percentage: number | undefined;
+  if (p.bytesLoaded !== undefined && p.bytesTotal > 0) percentage = Math.min(99, Math.floor((100 * p.bytesLoaded) / p.bytesTotal));
+  else if (p.estimateMs) percentage = Math.min(99, Math.floor((100 * p.elapsedMs) / p.estimateMs));
+  const out: { message: string; percentage?: number } = { message: parts.join(', ') };
+  if (percentage !== undefined) out.percentage = percentage;
+  return out;
+}
+
+/** Loads a model, reporting through `progress` (a work-done reporter) when given. */
+async function loadModel(ctx: ServerCtx, modelPath: string, progress: WorkDoneProgressReporter | undefined): Promise<ModelLoadResult> {
+  const t0 = Date.now();
+  progress?.begin('Loading the K3 model', 0, modelPath, true);
+  ctx.loadProgressSink = (p) => {
+    const d = describeLoad(p);
+    progress?.report(d.percentage ?? 0, d.message);
+  };
+  try {
+    const loaded = await ctx.host.load(modelPath, ctx.preset);
+    ctx.log(`model loaded from ${loaded.modelPath} in ${Date.now() - t0} ms (preset ${ctx.preset})`);
+    return { modelPath: loaded.modelPath, vocabSize: loaded.model.vocabSize, loadMs: Date.now() - t0 };
+  } finally {
+    ctx.loadProgressSink = undefined;
+    progress?.done();
+  }
+}
+
+/** A work-done reporter for a load the server starts itself, when the client shows them. */
+async function serverProgress(ctx: ServerCtx): Promise<WorkDoneProgressReporter | undefined> {
+  if (!ctx.clientProgress) return undefined;
+  try {
+    const p = await ctx.connection.window.createWorkDoneProgress();
+    p.token.onCancellationRequested(() => ctx.host.cancelLoad());
+    return p;
+  } catch {
+    return undefined;
+  }
+}
+
+export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
+  connection.onInitialize((params: InitializeParams): InitializeResult => {
+    ctx.initialize(params);
+    return {
+      capabilities: {
+        textDocumentSync: TextDocumentSyncKind.Incremental,
+        inlineCompletionProvider: {},
+      },
+      serverInfo: { name: 'k3-code', version: loadAddon().version() },
+    };
+  });
+
+  connection.onInitialized(() => {
+    ctx.status.enable();
+    const modelPath = ctx.init.modelPath;
+    if (!modelPath) {
+      ctx.host.problem = { kind: 'no-model', action: { kind: 'choose-model-folder', title: 'Choose Model Folder…' }, message: 'No model folder is set.' };
+      ctx.status.changed();
+      return;
+    }
+    void serverProgress(ctx)
+      .then((p) => loadModel(ctx, modelPath, p))
+      .catch((e: Error) => ctx.log(`model load failed: ${e.message}`));
+  });
+
+  ctx.documents.listen(connection, {
+    opened: (uri) => ctx.ring.opened(uri),
+    edited: (uri, line) => ctx.ring.edited(uri, line),
+    closed: (uri) => ctx.ring.closed(uri),
+  });
+
+  connection.onDidChangeConfiguration((p) => {
+    const k3 = (p?.settings as { k3?: unknown } | undefined)?.k3;
+    if (k3 !== undefined) ctx.updateSettings(k3);
+  });
+
+  connection.languages.inlineCompletion.on(answer((params, token) => ctx.completions.provide(params, token)));
+
+  connection.onRequest(StatusRequest.type, () => ctx.status.snapshot());
+
+  connection.onRequest(PresetsListRequest.type, answer0(() => ({ presets: ctx.presets(), current: ctx.preset })));
+
+  connection.onRequest(
+    PresetsSetRequest.type,
+    answer(async (params) => {
+      const preset = ctx.checkPreset(params?.preset);
+      ctx.store.updateWorkspace({ preset });
+      const reload = ctx.host.loaded?.modelPath;
+      if (reload) await loadModel(ctx, reload, await serverProgress(ctx));
+      return { preset, reloaded: reload !== undefined };
+    }),
+  );
+
+  connection.onRequest(
+    ModelLoadRequest.type,
+    answer(async (params, token) => {
+      const p = params ?? {};
+      if (p.modelPath !== undefined && typeof p.modelPath !== 'string') throw invalidRequest('k3/model/load: modelPath must be a string');
+      const modelPath = p.modelPath || ctx.init.modelPath;
+      if (!modelPath) throw invalidRequest('k3/model/load: no modelPath given and none in initializationOptions');
+      token.onCancellationRequested(() => ctx.host.cancelLoad());
+      const progress =
+        p.workDoneToken !== undefined ? connection.window.attachWorkDoneProgress(p.workDoneToken) : await serverProgress(ctx);
+      return loadModel(ctx, modelPath, progress);
+    }),
+  );
+
+  connection.onRequest(
+    ModelUnloadRequest.type,
+    answer0(async () => {
+      await ctx.host.unload();
+      return null;
+    }),
+  );
+
+  connection.onRequest(ChatSendRequest.type, answer((params, token) => ctx.chat.send(params, token)));
+  connection.onRequest(ChatStopRequest.type, answer((params) => ({ stopped: ctx.chat.stop(params?.conversationId) })));
+  connection.onRequest(ConversationListRequest.type, answer0(() => ({ conversations: ctx.chat.list() })));
+  connection.onRequest(ConversationGetRequest.type, answer((params) => ctx.chat.get(params?.conversationId)));
+  connection.onRequest(ConversationClearRequest.type, answer((params) => ({ removed: ctx.chat.clear(params?.conversationId) })));
+
+  connection.onRequest(
+    StateClearRequest.type,
+    answer0(() => {
+      ctx.chat.cancelAll();
+      ctx.host.chatHeld = undefined;
+      ctx.completions.cache.clear();
+      return { removedFiles: ctx.store.clear() };
+    }),
+  );
+
+  connection.onShutdown(() => {
+    ctx.status.dispose();
+    ctx.scheduler.cancelAll();
+  });
+}

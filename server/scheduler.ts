@@ -1,0 +1,206 @@
+// scheduler.ts - one engine, one queue. Every engine call (a "slice": one sync chunk or one
+// run of generation) goes through Scheduler.slice(), which runs one call at a time across
+// all jobs. When several jobs wait, lanes take turns (completion, chat, completion, ...), so
+// a long chat reply cannot starve completions nor the reverse. A Job can be cancelled at
+// any moment: waiting, it leaves the queue; running, its session is cancelled and the
+// engine stops within one forward pass. It knows nothing about prompts or results.
+import type { Session } from './engine/engine';
+import { Cancelled } from './errors';
+import type { JobStatus } from './protocol';
+
+export type Lane = 'completion' | 'chat';
+
+/** One request's work on the engine: a series of slices, cancellable as a whole. */
+export class Job {
+  readonly startedAt = Date.now();
+  stage: JobStatus['stage'] = 'prefill';
+  /** Tokens prefilled or generated so far in the current stage. */
+  tokens = 0;
+  private reason: 'cancelled' | 'superseded' | undefined;
+  private stopRequested = false;
+  /** The session running this job's slice now, if any. */
+  active: Session | undefined;
+  /** Rejects this job's wait for a turn (set while it waits). */
+  abortWait: ((e: Error) => void) | undefined;
+  /** Tokens counted when the cancellation was asked for (see CompletionStats). */
+  tokensAtCancel: number | undefined;
+
+  private cancelListeners: Array<(e: Cancelled) => void> = [];
+
+  constructor(readonly lane: Lane) {}
+
+  /** Rejects with Cancelled when the job is cancelled (never resolves). */
+  whenCancelled(): Promise<never> {
+    return new Promise<never>((_, reject) => {
+      if (this.reason) reject(new Cancelled(this.reason));
+      else this.cancelListeners.push(reject);
+    });
+  }
+
+  get cancelled(): boolean {
+    return this.reason !== undefined;
+  }
+
+  get cancelReason(): 'cancelled' | 'superseded' | undefined {
+    return this.reason;
+  }
+
+  get stopped(): boolean {
+    return this.stopRequested;
+  }
+
+  /** Ends the job: a waiting slice rejects with Cancelled, a running one is cancelled in the engine. */
+  cancel(reason: 'cancelled' | 'superseded' = 'cancelled'): void {
+    if (this.reason) return;
+    this.reason = reason;
+    this.tokensAtCancel = this.tokens;
+    this.active?.cancel();
+    this.abortWait?.(new Cancelled(reason));
+    for (const l of this.cancelListeners) l(new Cancelled(reason));
+    this.cancelListeners = [];
+  }
+
+  /** Ends generation gracefully: the running generate() returns after its current token and
+   * no further generation slice starts (prefill still ends in Cancelled). */
+  stop(): void {
+    this.stopRequested = true;
+    this.active?.stop();
+  }
+
+  throwIfCancelled(): void {
+    if (this.reason) throw new Cancelled(this.reason);
+  }
+
+  status(now = Date.now()): JobStatus {
+    return { kind: this.lane, stage: this.stage, tokens: this.tokens, elapsedMs: now - this.startedAt };
+  }
+}
+
+interface Waiter {
+  job: Job | null; // null: an exclusive section
+  grant: () => void;
+}
+
+export class Scheduler {
+  private owner: Job | null | undefined = undefined; // undefined: free; null: exclusive
+  private readonly waiting: Waiter[] = [];
+  private lastLane: Lane | undefined;
+  private readonly jobs = new Set<Job>();
+  private readonly laneTail: Record<Lane, Promise<void>> = { completion: Promise.resolve(), chat: Promise.resolve() };
+
+  constructor(private readonly onChange: () => void = () => undefined) {}
+
+  /** The job whose slice runs now. */
+  get running(): Job | undefined {
+    return this.owner ?? undefined;
+  }
+
+  queued(): { completion: number; chat: number } {
+    const q = { completion: 0, chat: 0 };
+    for (const j of this.jobs) if (j !== this.owner) q[j.lane]++;
+    return q;
+  }
+
+  /** Runs a job's body once the lane's previous jobs have settled (jobs of one lane share
+   * a session, so they run one after another; slices of different lanes interleave).
+   * The job counts for status and cancelAll() from now until it settles. */
+  async run<T>(job: Job, body: () => Promise<T>): Promise<T> {
+    this.jobs.add(job);
+    this.onChange();
+    const previous = this.laneTail[job.lane];
+    let done!: () => void;
+    const mine = new Promise<void>((resolve) => (done = resolve));
+    this.laneTail[job.lane] = previous.then(() => mine);
+    try {
+      if (!job.cancelled) await Promise.race([previous, job.whenCancelled()]);
+      job.throwIfCancelled();
+      return await body();
+    } finally {
+      done();
+      this.jobs.delete(job);
+      this.onChange();
+    }
+  }
+
+  /** Runs `call` on `session` for `job` when it is the job's turn. Rejects with Cancelled
+   * when the job is cancelled before its turn; a cancel during the call reaches the engine. */
+  async slice<T>(job: Job, session: Session, call: () => Promise<T>): Promise<T> {
+    job.throwIfCancelled();
+    await this.acquire(job);
+    try {
+      job.throwIfCancelled();
+      job.active = session;
+      this.onChange();
+      return await call();
+    } finally {
+      job.active = undefined;
+      this.release(job.lane);
+    }
+  }
+
+  /** Runs body with the engine to itself (model load and unload). Jobs keep their place. */
+  async exclusive<T>(body: () => Promise<T>): Promise<T> {
+    await new Promise<void>((resolve) => {
+      if (this.owner === undefined) {
+        this.owner = null;
+        resolve();
+      } else {
+        this.waiting.unshift({ job: null, grant: resolve });
+      }
+    });
+    try {
+      return await body();
+    } finally {
+      this.release(undefined);
+    }
+  }
+
+  /** Cancels every job, waiting or running. */
+  cancelAll(): void {
+    for (const j of this.jobs) j.cancel();
+  }
+
+  private acquire(job: Job): Promise<void> {
+    if (this.owner === undefined && this.waiting.length === 0) {
+      this.owner = job;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve, reject) => {
+      const w: Waiter = {
+        job,
+        grant: () => {
+          job.abortWait = undefined;
+          resolve();
+        },
+      };
+      job.abortWait = (e) => {
+        const i = this.waiting.indexOf(w);
+        if (i >= 0) this.waiting.splice(i, 1);
+        job.abortWait = undefined;
+        this.onChange();
+        reject(e);
+      };
+      this.waiting.push(w);
+      this.onChange();
+    });
+  }
+
+  private release(lane: Lane | undefined): void {
+    if (lane) this.lastLane = lane;
+    this.owner = undefined;
+    const next = this.pick();
+    if (next) {
+      this.waiting.splice(this.waiting.indexOf(next), 1);
+      this.owner = next.job;
+      next.grant();
+    }
+    this.onChange();
+  }
+
+  /** Exclusive sections first; then the oldest waiter of the other lane, else the oldest. */
+  private pick(): Waiter | undefined {
+    const exclusive = this.waiting.find((w) => w.job === null);
+    if (exclusive) return exclusive;
+    return this.waiting.find((w) => w.job && w.job.lane !== this.lastLane) ?? this.waiting[0];
+  }
+}

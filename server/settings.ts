@@ -1,0 +1,69 @@
+// settings.ts - the server's settings: defaults, and the one function that merges the `k3`
+// section the client sends (initializationOptions.settings, workspace/didChangeConfiguration)
+// into checked values. A value of the wrong type or out of range keeps the default; keys the
+// server does not use (ghost-text policy, debounce) are ignored.
+import * as os from 'node:os';
+import type { ServerSettings, SettingsSection } from './protocol';
+
+export const DEFAULT_SETTINGS: ServerSettings = {
+  completions: {
+    multiline: false,
+    maxLines: 8,
+    maxTokens: 128,
+    maxPromptTokens: 2048,
+    maxContextTokens: 512,
+  },
+  chat: { maxTokens: 2048, thinking: true, maxContext: 32768 },
+  state: { maxBytes: 4 * 1024 ** 3, maxConversations: 100 },
+  engine: { threads: 0, speculation: 8 },
+};
+
+function num(v: unknown, fallback: number, min: number, max: number): number {
+  return typeof v === 'number' && Number.isFinite(v) && v >= min && v <= max ? Math.floor(v) : fallback;
+}
+
+function bool(v: unknown, fallback: boolean): boolean {
+  return typeof v === 'boolean' ? v : fallback;
+}
+
+function section(v: unknown): Record<string, unknown> {
+  return v !== null && typeof v === 'object' ? (v as Record<string, unknown>) : {};
+}
+
+/** `base` with the values of `section` that are valid. */
+export function mergeSettings(base: ServerSettings, input: SettingsSection | unknown): ServerSettings {
+  const s = section(input);
+  const c = section(s.completions);
+  const chat = section(s.chat);
+  const st = section(s.state);
+  const e = section(s.engine);
+  const b = base;
+  return {
+    completions: {
+      multiline: bool(c.multiline, b.completions.multiline),
+      maxLines: num(c.maxLines, b.completions.maxLines, 1, 100_000),
+      maxTokens: num(c.maxTokens, b.completions.maxTokens, 1, 100_000),
+      maxPromptTokens: num(c.maxPromptTokens, b.completions.maxPromptTokens, 64, 1_000_000),
+      maxContextTokens: num(c.maxContextTokens, b.completions.maxContextTokens, 0, 1_000_000),
+    },
+    chat: {
+      maxTokens: num(chat.maxTokens, b.chat.maxTokens, 1, 1_000_000),
+      thinking: bool(chat.thinking, b.chat.thinking),
+      maxContext: num(chat.maxContext, b.chat.maxContext, 256, 1 << 20),
+    },
+    state: {
+      maxBytes: num(st.maxBytes, b.state.maxBytes, 0, Number.MAX_SAFE_INTEGER),
+      maxConversations: num(st.maxConversations, b.state.maxConversations, 1, 100_000),
+    },
+    engine: {
+      threads: num(e.threads, b.engine.threads, 0, 1024),
+      speculation: num(e.speculation, b.engine.speculation, 0, 16),
+    },
+  };
+}
+
+/** The thread count a setting of 0 means: every core but one, at least one. */
+export function engineThreads(settings: ServerSettings): number {
+  if (settings.engine.threads > 0) return settings.engine.threads;
+  return Math.max(1, os.availableParallelism() - 1);
+}

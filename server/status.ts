@@ -1,0 +1,77 @@
+// status.ts - what k3/status answers and k3/didChangeStatus announces: the engine's phase,
+// the load's progress, the job running now, the queue, and the last completion and chat
+// turn as measured. Notifications are coalesced: at once when the phase or the running
+// job changes, otherwise at most every NOTIFY_MS.
+import { loadAddon } from './engine/addon';
+import type { ServerCtx } from './ctx';
+import { type ChatTurnStats, type CompletionStats, DidChangeStatusNotification, type StatusResult } from './protocol';
+
+export const NOTIFY_MS = 250;
+
+export class StatusReporter {
+  lastCompletion: CompletionStats | undefined;
+  lastChat: ChatTurnStats | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private lastSent = 0;
+  private lastShape = '';
+  private enabled = false;
+
+  constructor(private readonly ctx: ServerCtx) {}
+
+  /** Starts notifying (after `initialized`). */
+  enable(): void {
+    this.enabled = true;
+    this.changed();
+  }
+
+  snapshot(now = Date.now()): StatusResult {
+    const { host, scheduler } = this.ctx;
+    const running = scheduler.running;
+    const s: StatusResult = {
+      engineVersion: loadAddon().version(),
+      phase: host.phase === 'ready' && running ? 'busy' : host.phase,
+      preset: this.ctx.preset,
+      queued: scheduler.queued(),
+    };
+    const modelPath = host.loaded?.modelPath ?? host.progress?.modelPath;
+    if (modelPath) s.modelPath = modelPath;
+    if (host.progress) s.load = { ...host.progress };
+    if (host.problem && host.phase !== 'ready') s.error = host.problem;
+    if (running) s.job = running.status(now);
+    if (this.lastCompletion) s.lastCompletion = this.lastCompletion;
+    if (this.lastChat) s.lastChat = this.lastChat;
+    return s;
+  }
+
+  /** What makes a change worth sending at once. */
+  private static shape(s: StatusResult): string {
+    return `${s.phase}|${s.job?.kind ?? ''}|${s.job?.stage ?? ''}|${s.load?.phase ?? ''}`;
+  }
+
+  /** Something the status shows changed. */
+  changed(): void {
+    if (!this.enabled) return;
+    const shape = StatusReporter.shape(this.snapshot());
+    const now = Date.now();
+    if (shape !== this.lastShape || now - this.lastSent >= NOTIFY_MS) {
+      this.send();
+      return;
+    }
+    this.timer ??= setTimeout(() => this.send(), NOTIFY_MS - (now - this.lastSent));
+  }
+
+  private send(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.lastSent = Date.now();
+    const snap = this.snapshot();
+    this.lastShape = StatusReporter.shape(snap);
+    void this.ctx.connection.sendNotification(DidChangeStatusNotification.type, snap);
+  }
+
+  dispose(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.enabled = false;
+  }
+}

@@ -1,0 +1,229 @@
+// harness.ts - runs the packaged extension in a real VS Code workbench for the e2e tests:
+// starts code-server 4.100.3 (installed by scripts/e2e/setup.sh) on a free loopback port
+// with a private user-data folder, settings that keep the workbench quiet, and the
+// extensions folder that scripts/e2e/run.mjs installed the .vsix into; opens a workspace
+// in Debian's chromium through playwright-core; takes a screenshot under test-results/ when
+// a step fails; and stops everything it started. It waits on DOM state and HTTP answers,
+// never on fixed sleeps. What the workbench's selectors mean: shared/docs/vscode-e2e.md.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { chromium, type BrowserContext, type FrameLocator, type Locator, type Page } from 'playwright-core';
+import { repoRoot } from '../support/paths';
+
+export const CODE_SERVER_ENTRY = path.join(repoRoot, '.e2e/code-server/node_modules/code-server/out/node/entry.js');
+export const EXTENSION_ID = 'k3-code.k3-code';
+export const STATUS_ITEM = `[id="${EXTENSION_ID}.k3.status"]`;
+const CHROMIUM = process.env.K3_E2E_CHROMIUM ?? '/usr/bin/chromium';
+const RESULTS = path.join(repoRoot, 'test-results');
+
+/**
+ * Settings every session gets (shared with `npm start`): no telemetry, tips or update
+ * checks, and no word suggestions racing the ghost text for Tab.
+ */
+const QUIET_SETTINGS = JSON.parse(fs.readFileSync(path.join(repoRoot, 'scripts/e2e/workbench-settings.json'), 'utf8')) as Record<string, unknown>;
+
+export interface SessionOptions {
+  /** `k3.*` and other user settings on top of the quiet ones. */
+  settings?: Record<string, unknown>;
+  /** Files to create in the workspace: relative path -> contents. */
+  files?: Record<string, string>;
+}
+
+export interface Session {
+  page: Page;
+  context: BrowserContext;
+  workspace: string;
+  /** Every URL the workbench and its webviews asked for. */
+  requests: string[];
+  /** The chat view's page (the inner frame of the webview). */
+  chatFrame(): FrameLocator;
+  statusItem(): Locator;
+  /** The status bar item's accessible label (its tooltip facts). */
+  statusLabel(): Promise<string>;
+  runCommand(title: string): Promise<void>;
+  screenshot(name: string): Promise<string>;
+  /** Reloads the window: a new extension host, the same workspace. */
+  reload(): Promise<void>;
+  close(): Promise<void>;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitForHealth(url: string, proc: ChildProcess, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let exited = false;
+  proc.once('exit', () => (exited = true));
+  for (;;) {
+    if (exited) throw new Error('code-server exited before it answered /healthz');
+    try {
+      const r = await fetch(`${url}/healthz`);
+      if (r.ok) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`code-server did not answer ${url}/healthz within ${timeoutMs} ms`);
+    // Polling an HTTP endpoint that has no push alternative: each try is the event waited on.
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+export async function startSession(options: SessionOptions = {}): Promise<Session> {
+  const extensionsDir = process.env.K3_E2E_EXTENSIONS;
+  if (!extensionsDir || !fs.existsSync(extensionsDir)) {
+    throw new Error('K3_E2E_EXTENSIONS is not set: run the e2e tests with `npm run test:e2e`');
+  }
+  if (!fs.existsSync(CODE_SERVER_ENTRY)) throw new Error('code-server is missing: run `bash scripts/e2e/setup.sh`');
+  // Short: code-server puts unix sockets in TMPDIR, and their paths max out at 107 bytes.
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'k3e2e-'));
+  const dirs = { data: path.join(root, 'data'), ws: path.join(root, 'ws'), tmp: path.join(root, 't'), browser: path.join(root, 'b') };
+  for (const d of Object.values(dirs)) fs.mkdirSync(d, { recursive: true });
+  // code-server is a remote window: settings of `machine` scope (k3.modelPath is
+  // machine-overridable) count only in the Machine (remote) settings, where the extension's
+  // own updates of them also go; the workbench's quiet settings are User settings.
+  const scopes: [string, Record<string, unknown>][] = [['User', QUIET_SETTINGS], ['Machine', options.settings ?? {}]];
+  for (const [scope, values] of scopes) {
+    fs.mkdirSync(path.join(dirs.data, scope), { recursive: true });
+    fs.writeFileSync(path.join(dirs.data, scope, 'settings.json'), JSON.stringify(values, null, 2));
+  }
+  for (const [rel, text] of Object.entries(options.files ?? {})) {
+    fs.mkdirSync(path.dirname(path.join(dirs.ws, rel)), { recursive: true });
+    fs.writeFileSync(path.join(dirs.ws, rel), text);
+  }
+  const config = path.join(root, 'config.yaml');
+  fs.writeFileSync(config, '{}\n');
+
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const log = fs.openSync(path.join(root, 'code-server.log'), 'a');
+  const proc = spawn(
+    process.execPath,
+    [
+      CODE_SERVER_ENTRY,
+      '--config', config,
+      '--user-data-dir', dirs.data,
+      '--extensions-dir', extensionsDir,
+      '--bind-addr', `127.0.0.1:${port}`,
+      '--auth', 'none',
+      '--disable-telemetry',
+      '--disable-update-check',
+      '--disable-workspace-trust',
+      '--disable-getting-started-override',
+      dirs.ws,
+    ],
+    { detached: true, stdio: ['ignore', log, log], env: { ...process.env, TMPDIR: dirs.tmp } },
+  );
+  fs.closeSync(log);
+
+  let context: BrowserContext | undefined;
+  const stop = async () => {
+    await context?.close().catch(() => undefined);
+    if (proc.exitCode === null && proc.pid) {
+      const exited = once(proc, 'exit');
+      try {
+        process.kill(-proc.pid, 'SIGTERM');
+      } catch {
+        // already gone
+      }
+      await exited;
+    }
+    if (!process.env.K3_E2E_KEEP) fs.rmSync(root, { recursive: true, force: true });
+  };
+
+  try {
+    await waitForHealth(url, proc, 30_000);
+    context = await chromium.launchPersistentContext(dirs.browser, {
+      executablePath: CHROMIUM,
+      headless: true,
+      env: { ...process.env, XDG_CONFIG_HOME: path.join(root, 'xdg-config'), XDG_CACHE_HOME: path.join(root, 'xdg-cache') },
+      args: [
+        '--disable-breakpad', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+        '--disable-background-networking', '--disable-component-update', '--disable-sync',
+      ],
+      viewport: { width: 1400, height: 900 },
+    });
+    const requests: string[] = [];
+    context.on('request', (r) => requests.push(r.url()));
+    const page = context.pages()[0] ?? (await context.newPage());
+    const workbench = `${url}/?folder=${encodeURIComponent(dirs.ws)}`;
+    await page.goto(workbench);
+    await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+
+    const session: Session = {
+      page,
+      context,
+      workspace: dirs.ws,
+      requests,
+      chatFrame: () =>
+        page.frameLocator(`iframe.webview.ready[src*="extensionId=${EXTENSION_ID}"]`).frameLocator('iframe#active-frame'),
+      statusItem: () => page.locator(STATUS_ITEM),
+      statusLabel: async () => {
+        const item = page.locator(STATUS_ITEM);
+        const label = (await item.getAttribute('aria-label')) ?? (await item.locator('[aria-label]').first().getAttribute('aria-label'));
+        return label ?? '';
+      },
+      runCommand: async (title) => {
+        await page.keyboard.press('F1');
+        const box = page.locator('.quick-input-widget .quick-input-box input');
+        await box.waitFor();
+        await box.fill(`>${title}`);
+        await page.locator('.quick-input-list .monaco-list-row.focused', { hasText: title }).waitFor();
+        await page.keyboard.press('Enter');
+      },
+      screenshot: async (name) => {
+        fs.mkdirSync(RESULTS, { recursive: true });
+        const file = path.join(RESULTS, `${name.replace(/[^a-z0-9-]+/gi, '-')}.png`);
+        await page.screenshot({ path: file, animations: 'disabled' });
+        return file;
+      },
+      reload: async () => {
+        await page.reload();
+        await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+      },
+      close: stop,
+    };
+    return session;
+  } catch (e) {
+    const tail = fs.existsSync(path.join(root, 'code-server.log'))
+      ? fs.readFileSync(path.join(root, 'code-server.log'), 'utf8').slice(-2000)
+      : '';
+    await stop();
+    throw new Error(`${(e as Error).message}\ncode-server log tail:\n${tail}`);
+  }
+}
+
+/** Runs one test step; on failure saves a screenshot named after the step and rethrows. */
+export async function step<T>(session: Session, name: string, body: () => Promise<T>): Promise<T> {
+  try {
+    return await body();
+  } catch (e) {
+    const file = await session.screenshot(`FAILED-${name}`).catch(() => 'none (the page was gone)');
+    throw new Error(`${(e as Error).message}\nscreenshot: ${file}`);
+  }
+}
+
+/** Waits until the status bar item's label matches `re`; returns the label. */
+export async function waitForStatus(session: Session, re: RegExp, timeoutMs = 60_000): Promise<string> {
+  await session.page.waitForFunction(
+    ({ selector, source }) => {
+      const el = document.querySelector(selector);
+      const label = el?.getAttribute('aria-label') ?? el?.querySelector('[aria-label]')?.getAttribute('aria-label') ?? '';
+      return new RegExp(source).test(label);
+    },
+    { selector: STATUS_ITEM, source: re.source },
+    { timeout: timeoutMs },
+  );
+  return session.statusLabel();
+}

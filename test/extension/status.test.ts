@@ -1,0 +1,76 @@
+// status.test.ts - what the status bar says (extension/status.ts) for each engine state,
+// how a k3/status answer becomes that state, when a crashed server is restarted
+// (extension/restart.ts), and the preset picker's items (extension/presets.ts).
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { StatusResult } from '../../server/protocol';
+import { presetItems } from '../../extension/presets';
+import { RestartPolicy } from '../../extension/restart';
+import { describeStatus, engineFromStatus, formatDuration, lastSpeed, type StatusInput } from '../../extension/status';
+
+const base: StatusInput = { engine: { kind: 'ready' }, thinking: false, preset: 'laptop', completionsEnabled: true, now: 100_000 };
+
+test('each engine state has its own status text, and the tooltip carries the preset and the last speed', () => {
+  assert.equal(describeStatus(base).text, '$(sparkle) K3');
+  assert.equal(describeStatus({ ...base, thinking: true }).text, '$(loading~spin) K3 thinking');
+  assert.equal(describeStatus({ ...base, completionsEnabled: false }).text, '$(circle-slash) K3');
+  const loading = describeStatus({ ...base, engine: { kind: 'loading', startedAt: 40_000, percent: 42.7, etaMs: 95_000 } });
+  assert.equal(loading.text, '$(loading~spin) K3 42% · 1m 35s left');
+  assert.match(loading.ariaLabel, /Loading the model \(1m 00s so far, about 1m 35s left\)/);
+  const missing = describeStatus({ ...base, engine: { kind: 'no-model', reason: 'The model folder /x does not exist' } });
+  assert.equal(missing.text, '$(warning) K3: no model');
+  assert.equal(missing.severity, 'warning');
+  assert.equal(describeStatus({ ...base, engine: { kind: 'error', message: 'boom' } }).severity, 'error');
+  const ready = describeStatus({ ...base, lastTokensPerSecond: 2.345, engineVersion: '0.1.0' });
+  assert.match(ready.ariaLabel, /Preset: laptop\. Last speed: 2\.3 tokens\/s\. Completions: on\. Engine 0\.1\.0\./);
+  assert.match(ready.tooltip, /Preset: laptop/);
+  assert.equal(formatDuration(3_700_000), '1h 01m');
+});
+
+const status = (over: Partial<StatusResult>): StatusResult => ({ engineVersion: '0.1.0', phase: 'ready', preset: 'auto', queued: { completion: 0, chat: 0 }, ...over });
+
+test('a k3/status answer becomes the engine state, with load progress and the problem action', () => {
+  const loading = engineFromStatus(
+    status({ phase: 'loading', load: { modelPath: '/m', phase: 'opening', bytesLoaded: 25, bytesTotal: 100, elapsedMs: 4000, estimateMs: 10_000 } }),
+    { kind: 'starting' },
+    50_000,
+  );
+  assert.deepEqual(loading, { kind: 'loading', startedAt: 46_000, percent: 25, etaMs: 6000 });
+  const action = { kind: 'choose-smaller-preset' as const, title: 'Choose a smaller preset' };
+  const oom = engineFromStatus(status({ phase: 'error', error: { kind: 'out-of-memory', action, message: 'Out of memory' } }), loading, 0);
+  assert.deepEqual(oom, { kind: 'error', message: 'Out of memory', action });
+  assert.deepEqual(engineFromStatus(status({ phase: 'no-model' }), oom, 0), { kind: 'no-model', reason: 'No model is loaded' });
+  assert.equal(lastSpeed(status({ lastCompletion: { source: 'engine', outcome: 'done', promptTokens: 9, reusedTokens: 0, prefilledTokens: 9, generatedTokens: 10, draftedTokens: 0, acceptedTokens: 0, prefillMs: 1, generateMs: 2000, totalMs: 2001 } })), 5);
+});
+
+test('a crashed server is restarted, but not after an out-of-memory, a missing model or a crash loop', () => {
+  const p = new RestartPolicy(3, 60_000);
+  assert.deepEqual(p.onCrash(0, undefined), { restart: true });
+  assert.deepEqual(p.onCrash(1000, 'out-of-memory'), { restart: false, reason: 'out-of-memory' });
+  assert.deepEqual(p.onCrash(2000, 'model-missing'), { restart: false, reason: 'model-missing' });
+  assert.deepEqual(p.onCrash(3000, undefined), { restart: true });
+  assert.deepEqual(p.onCrash(4000, undefined), { restart: true });
+  assert.deepEqual(p.onCrash(5000, undefined), { restart: false, reason: 'crash-loop' });
+  assert.deepEqual(p.onCrash(200_000, undefined), { restart: true }, 'old crashes leave the window');
+  p.reset();
+});
+
+test('the preset picker lists every preset, marks the recommended and current ones, and says whether each fits', () => {
+  const GiB = 2 ** 30;
+  const items = presetItems(
+    [{ id: 'auto' }, { id: 'laptop', description: 'Small' }, { id: 'server' }],
+    'laptop',
+    16 * GiB,
+    new Map([
+      ['laptop', { trunkBytes: 4 * GiB, expertCacheBytes: 6 * GiB, peakBytes: 12 * GiB }],
+      ['server', { trunkBytes: 64 * GiB, expertCacheBytes: 128 * GiB, peakBytes: 200 * GiB }],
+    ]),
+  );
+  assert.deepEqual(items.map((i) => i.preset), ['auto', 'laptop', 'server']);
+  assert.equal(items[0].description, 'recommended');
+  assert.equal(items[1].label, '$(check) laptop');
+  assert.equal(items[1].description, 'current · peak 12 GiB');
+  assert.match(items[1].detail, /^Small\. trunk 4\.0 GiB \+ expert cache 6\.0 GiB; fits in the 16 GiB available$/);
+  assert.match(items[2].detail, /does not fit in the 16 GiB available/);
+  assert.match(presetItems([{ id: 'max' }], 'auto', GiB)[0].detail, /not reported by this engine build/);
+});

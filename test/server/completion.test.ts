@@ -1,0 +1,150 @@
+// completion.test.ts - textDocument/inlineCompletion against the bundled server on the tiny
+// fixture, driven by a real LSP client over stdio: the answer is the engine's greedy
+// continuation (computed here with k3_decode, one token at a time) of the prompt laid out
+// as docs/PROMPTS.md says, post-processed as it says; a keystroke after a completion
+// prefills only its new token; typing into a completion is served from the cache; a newer
+// request supersedes an older one; and a cancelled request stops the engine.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { CancellationTokenSource, LSPErrorCodes, ResponseError } from 'vscode-languageserver-protocol/node';
+import { Tokenizer } from '../../server/engine/tokenizer';
+import { type StatusResult, StatusRequest } from '../../server/protocol';
+import { engine, greedyIncremental } from '../support/engine';
+import { ensureFixture } from '../support/fixtures';
+import { type ServerHandle, startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';
+import { addonFile } from '../support/paths';
+
+process.env.K3_ADDON ??= addonFile;
+const dir = ensureFixture({ gate: 'lowerbound' });
+const MAX_TOKENS = 48;
+const STOP_IDS = new Set([163585, 163586]);
+
+let server: ServerHandle;
+let tok: Tokenizer;
+
+before(
+  async () => {
+    tok = Tokenizer.open(dir);
+    server = await startServer({ modelPath: dir, settings: { engine: { threads: 1 }, completions: { maxTokens: MAX_TOKENS } } });
+    await waitReady(server);
+  },
+  { timeout: TEST_TIMEOUT_MS },
+);
+
+after(async () => {
+  await server.shutdown();
+  tok.close();
+});
+
+/** The single-line rule of docs/PROMPTS.md: the rest of the line, or the next line when
+ * the model ends the line at once; trailing space dropped. */
+function singleLine(text: string): string {
+  const lines = text.split('\n');
+  const line = lines[0].trim() !== '' || lines.length === 1 ? lines[0] : `\n${lines[1]}`;
+  return line.replace(/\s+$/, '');
+}
+
+/** Greedy continuation of the prompt segments, by one-token decode steps, cut at a stop id. */
+function greedyText(segments: string[]): string {
+  const prompt = segments.flatMap((s) => Array.from(tok.encode(s, false)));
+  const model = new engine.Model(dir);
+  const ctx = new engine.Context(model, { maxContext: 4096 });
+  try {
+    const ids = greedyIncremental(ctx, prompt, MAX_TOKENS).ids;
+    const stop = ids.findIndex((id) => STOP_IDS.has(id));
+    return tok.decode(stop < 0 ? ids : ids.slice(0, stop));
+  } finally {
+    ctx.close();
+    model.close();
+  }
+}
+
+async function status(): Promise<StatusResult> {
+  return server.connection.sendRequest(StatusRequest.type);
+}
+
+test("a completion is the engine's greedy continuation of the laid-out prompt, cut to one line", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const text = 'def add(a, b):\n    return a + b\n\nresult = add(\nprint(result)\n';
+  await server.open('file:///w/add.py', 'python', text);
+  const got = await server.complete('file:///w/add.py', 3, 'result = add('.length);
+  // No other document is open, so no extra context: the file header and the lines above,
+  // then the cursor's line, each encoded on its own.
+  const expected = singleLine(greedyText(['# add.py\ndef add(a, b):\n    return a + b\n\n', 'result = add(']));
+  assert.notEqual(expected, '', 'the fixture continues this prompt with text');
+  assert.deepEqual(got?.items.map((i) => i.insertText), [expected]);
+  const s = await status();
+  assert.equal(s.lastCompletion?.source, 'engine');
+  assert.equal(s.lastCompletion?.promptTokens, tok.encode('# add.py\ndef add(a, b):\n    return a + b\n\n', false).length + tok.encode('result = add(', false).length);
+});
+
+test('a keystroke after a completion prefills only its new token (the prompt before it comes from a checkpoint)', { timeout: TEST_TIMEOUT_MS }, async (t) => {
+  const uri = 'file:///w/keys.py';
+  await server.open(uri, 'python', 'def mul(a, b):\n    return a * b\n\n');
+  const first = await server.complete(uri, 3, 0);
+  const s1 = await status();
+  assert.equal((s1.lastCompletion?.prefilledTokens ?? 0) + (s1.lastCompletion?.reusedTokens ?? 0), s1.lastCompletion?.promptTokens);
+  // A character the completion does not start with, so the cache cannot answer.
+  const typed = first?.items[0]?.insertText.toString().startsWith('x') ? 'y' : 'x';
+  await server.type(uri, 2, 3, 0, typed);
+  await server.complete(uri, 3, 1);
+  const s2 = (await status()).lastCompletion;
+  t.diagnostic(`keystroke: prompt ${s2?.promptTokens} tokens, reused ${s2?.reusedTokens}, prefilled ${s2?.prefilledTokens}, ${s2?.prefillMs} ms`);
+  assert.equal(s2?.source, 'engine');
+  assert.equal(s2?.promptTokens, (s1.lastCompletion?.promptTokens ?? 0) + tok.encode(typed, false).length);
+  assert.equal(s2?.prefilledTokens, 1);
+  assert.equal(s2?.reusedTokens, (s2?.promptTokens ?? 0) - 1);
+  assert.ok(server.logs.some((l) => /completion \(engine, done\): prompt \d+ tokens, reused \d+, prefilled 1,/.test(l)));
+});
+
+test('typing the start of a completion is answered from the cache with the rest of it, without the engine', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const uri = 'file:///w/cache.py';
+  await server.open(uri, 'python', 'import math\n\nvalue = math.');
+  const first = await server.complete(uri, 2, 'value = math.'.length);
+  const completion = String(first?.items[0]?.insertText ?? '');
+  const head = Array.from(completion)[0] ?? '';
+  assert.ok(completion.length > head.length && head !== '\n', `a completion to type into: ${JSON.stringify(completion)}`);
+  await server.type(uri, 2, 2, 'value = math.'.length, head);
+  const second = await server.complete(uri, 2, 'value = math.'.length + head.length);
+  assert.deepEqual(second?.items.map((i) => i.insertText), [completion.slice(head.length).replace(/\s+$/, '')]);
+  const s = (await status()).lastCompletion;
+  assert.equal(s?.source, 'cache');
+  assert.equal(s?.prefilledTokens, 0);
+});
+
+test('a newer completion request supersedes the one in flight', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const uri = 'file:///w/super.ts';
+  await server.open(uri, 'typescript', 'export function twice(x: number) {\n  return ');
+  const older = server.complete(uri, 1, 'return '.length - 2);
+  const newer = server.complete(uri, 1, 'return '.length);
+  await assert.rejects(older, (e: unknown) => e instanceof ResponseError && e.code === LSPErrorCodes.ServerCancelled);
+  const got = await newer;
+  assert.ok(Array.isArray(got?.items));
+});
+
+test('a cancelled request stops the engine within a forward pass, mid-generation', { timeout: TEST_TIMEOUT_MS }, async (t) => {
+  await server.connection.sendNotification('workspace/didChangeConfiguration', {
+    settings: { k3: { completions: { multiline: true, maxLines: 100000, maxTokens: 4000 } } },
+  });
+  const uri = 'file:///w/long.py';
+  await server.open(uri, 'python', 'def long_function():\n');
+  const source = new CancellationTokenSource();
+  const request = server.complete(uri, 1, 0, source);
+  const generating = await server.waitForStatus((s) => s.job?.kind === 'completion' && s.job.stage === 'generate' && s.job.tokens > 0);
+  source.cancel();
+  await assert.rejects(request, (e: unknown) => e instanceof ResponseError && e.code === LSPErrorCodes.RequestCancelled);
+  const s = await status();
+  t.diagnostic(
+    `cancelled at ${s.lastCompletion?.generatedTokens! - s.lastCompletion?.tokensAfterCancel!} tokens; ` +
+      `${s.lastCompletion?.tokensAfterCancel} more reached JS after the cancel`,
+  );
+  assert.equal(s.phase, 'ready', 'the engine is idle again');
+  assert.equal(s.lastCompletion?.outcome, 'cancelled');
+  assert.ok((s.lastCompletion?.generatedTokens ?? 0) >= generating.job!.tokens);
+  // Uncancelled, it would run on until the session's context (about 2,100 tokens) is full.
+  assert.ok((s.lastCompletion?.generatedTokens ?? 0) < 200, `stopped after ${s.lastCompletion?.generatedTokens} tokens`);
+  // One forward pass verifies at most 1 + speculation (8) tokens.
+  assert.ok((s.lastCompletion?.tokensAfterCancel ?? 99) <= 9, `${s.lastCompletion?.tokensAfterCancel} tokens after the cancel`);
+  await server.connection.sendNotification('workspace/didChangeConfiguration', {
+    settings: { k3: { completions: { multiline: false, maxTokens: MAX_TOKENS } } },
+  });
+});

@@ -1,0 +1,151 @@
+// lsp.ts - the bundled server (dist/server.js) as its own process, driven by a real LSP
+// client connection over stdio, for tests: start it with initializationOptions, send
+// requests, and await notifications (status changes, chat pieces, problems, log lines)
+// by predicate instead of sleeping. Kill it hard to test what survives a crash.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import {
+  CancellationTokenSource,
+  createProtocolConnection,
+  DidChangeTextDocumentNotification,
+  DidOpenTextDocumentNotification,
+  ExitNotification,
+  InitializedNotification,
+  InitializeRequest,
+  type InlineCompletionList,
+  InlineCompletionRequest,
+  LogMessageNotification,
+  type ProtocolConnection,
+  ShutdownRequest,
+  StreamMessageReader,
+  StreamMessageWriter,
+} from 'vscode-languageserver-protocol/node';
+import {
+  ChatStreamNotification,
+  type ChatStreamParams,
+  DidChangeStatusNotification,
+  DidReportProblemNotification,
+  type InitializationOptions,
+  type K3Problem,
+  type StatusResult,
+  StatusRequest,
+} from '../../server/protocol';
+import { serverBundle } from './paths';
+
+/** A bound for tests that drive a server: a lost event fails the test instead of hanging
+ * the run (the tiny fixture needs seconds). */
+export const TEST_TIMEOUT_MS = 120_000;
+
+export interface ServerHandle {
+  connection: ProtocolConnection;
+  proc: ChildProcess;
+  statuses: StatusResult[];
+  streams: ChatStreamParams[];
+  problems: K3Problem[];
+  logs: string[];
+  /** Resolves with the first status (the current one, or a later notification) that satisfies pred. */
+  waitForStatus(pred: (s: StatusResult) => boolean): Promise<StatusResult>;
+  /** Resolves when a notification of the given list satisfies pred (already received ones count). */
+  waitFor<T>(list: T[], pred: (item: T) => boolean): Promise<T>;
+  open(uri: string, languageId: string, text: string): Promise<void>;
+  /** Inserts text at (line, character), as an incremental change. */
+  type(uri: string, version: number, line: number, character: number, text: string): Promise<void>;
+  complete(uri: string, line: number, character: number, token?: CancellationTokenSource): Promise<InlineCompletionList | null>;
+  shutdown(): Promise<void>;
+  kill(): Promise<void>;
+}
+
+export async function startServer(initializationOptions: InitializationOptions): Promise<ServerHandle> {
+  const proc = spawn(process.execPath, [serverBundle, '--stdio'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const connection = createProtocolConnection(new StreamMessageReader(proc.stdout!), new StreamMessageWriter(proc.stdin!));
+  const statuses: StatusResult[] = [];
+  const streams: ChatStreamParams[] = [];
+  const problems: K3Problem[] = [];
+  const logs: string[] = [];
+  const waiters: Array<() => void> = [];
+  const poke = (): void => {
+    for (const w of waiters.splice(0)) w();
+  };
+  connection.onNotification(DidChangeStatusNotification.type, (s) => {
+    statuses.push(s);
+    poke();
+  });
+  connection.onNotification(ChatStreamNotification.type, (p) => {
+    streams.push(p);
+    poke();
+  });
+  connection.onNotification(DidReportProblemNotification.type, (p) => {
+    problems.push(p);
+    poke();
+  });
+  connection.onNotification(LogMessageNotification.type, (p) => {
+    logs.push(p.message);
+    poke();
+  });
+  connection.listen();
+  await connection.sendRequest(InitializeRequest.type, {
+    processId: process.pid,
+    rootUri: null,
+    capabilities: {},
+    initializationOptions,
+  });
+  await connection.sendNotification(InitializedNotification.type, {});
+
+  async function waitFor<T>(list: T[], pred: (item: T) => boolean): Promise<T> {
+    for (let seen = 0; ; ) {
+      for (; seen < list.length; seen++) if (pred(list[seen])) return list[seen];
+      await new Promise<void>((resolve) => waiters.push(resolve));
+    }
+  }
+
+  const handle: ServerHandle = {
+    connection,
+    proc,
+    statuses,
+    streams,
+    problems,
+    logs,
+    waitFor,
+    async waitForStatus(pred) {
+      const from = statuses.length;
+      const now = await connection.sendRequest(StatusRequest.type);
+      if (pred(now)) return now;
+      return waitFor(statuses, (s) => statuses.indexOf(s) >= from && pred(s));
+    },
+    async open(uri, languageId, text) {
+      await connection.sendNotification(DidOpenTextDocumentNotification.type, { textDocument: { uri, languageId, version: 1, text } });
+    },
+    async type(uri, version, line, character, text) {
+      await connection.sendNotification(DidChangeTextDocumentNotification.type, {
+        textDocument: { uri, version },
+        contentChanges: [{ range: { start: { line, character }, end: { line, character } }, text }],
+      });
+    },
+    complete(uri, line, character, token) {
+      return connection.sendRequest(
+        InlineCompletionRequest.type,
+        { textDocument: { uri }, position: { line, character }, context: { triggerKind: 1 } },
+        token?.token,
+      ) as Promise<InlineCompletionList | null>;
+    },
+    async shutdown() {
+      await connection.sendRequest(ShutdownRequest.type);
+      const exited = once(proc, 'exit');
+      await connection.sendNotification(ExitNotification.type);
+      await exited;
+      connection.dispose();
+    },
+    async kill() {
+      const exited = once(proc, 'exit');
+      proc.kill('SIGKILL');
+      await exited;
+      connection.dispose();
+    },
+  };
+  return handle;
+}
+
+/** Waits until the model has loaded (status phase ready). */
+export function waitReady(server: ServerHandle): Promise<StatusResult> {
+  return server.waitForStatus((s) => s.phase === 'ready');
+}

@@ -12,6 +12,7 @@
  * Not here: writing JSON, incremental input, comments or any other extension. */
 #include "json.h"
 
+#include "hash.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <locale.h>
@@ -482,23 +483,6 @@ static k3_status parse_number(parser *p) {
 }
 
 /* ---- containers -------------------------------------------------------------------------- */
-
-static uint64_t hash_bytes(const char *s, size_t len) {
-    uint64_t h = 0x9e3779b97f4a7c15u ^ len;
-    while (len >= 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0xff51afd7ed558ccdu;
-        h ^= h >> 32;
-        s += 8;
-        len -= 8;
-    }
-    uint64_t w = 0;
-    memcpy(&w, s, len);
-    h = (h ^ w) * 0xc4ceb9fe1a85ec53u;
-    h ^= h >> 29;
-    return h;
-}
 
 static bool same_key(const json_value *a, const json_value *b) {
     return a->key_len == b->key_len && memcmp(a->key, b->key, a->key_len) == 0;

@@ -8,6 +8,7 @@
  * is freed as soon as its contents are copied out, so the transient peak is the index's
  * document (about twice the index file) plus one header's. */
 #include "safetensors.h"
+#include "hash.h"
 
 #include "json.h"
 
@@ -112,23 +113,6 @@ static char *arena_join(st_set *set, const char *a, const char *sep, const char 
 }
 
 /* ---- names -------------------------------------------------------------------------- */
-
-static uint64_t hash_name(const char *s, size_t len) {
-    uint64_t h = 0x9e3779b97f4a7c15u ^ len;
-    while (len >= 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0xff51afd7ed558ccdu;
-        h ^= h >> 32;
-        s += 8;
-        len -= 8;
-    }
-    uint64_t w = 0;
-    memcpy(&w, s, len);
-    h = (h ^ w) * 0xc4ceb9fe1a85ec53u;
-    h ^= h >> 29;
-    return h;
-}
 
 const char *st_dtype_name(st_dtype dtype) {
     return (unsigned)dtype < ST_DTYPE_COUNT ? dtype_table[dtype].name : "?";
@@ -460,7 +444,7 @@ static k3_status build_table(st_set *set, k3_error *err) {
     set->table_cap = cap;
     for (size_t i = 0; i < set->n_tensors; i++) {
         const st_tensor *t = &set->tensors[i];
-        uint64_t h = hash_name(t->name, strlen(t->name));
+        uint64_t h = hash_bytes(t->name, strlen(t->name));
         bool found;
         size_t slot = probe(set, h, t->name, &found);
         if (found) {
@@ -477,7 +461,7 @@ const st_tensor *st_find(const st_set *set, const char *name) {
     if (!set || !name || !set->table)
         return NULL;
     bool found;
-    size_t slot = probe(set, hash_name(name, strlen(name)), name, &found);
+    size_t slot = probe(set, hash_bytes(name, strlen(name)), name, &found);
     return found ? &set->tensors[(uint32_t)set->table[slot] - 1] : NULL;
 }
 
@@ -561,7 +545,7 @@ static k3_status collect_shards(const char *src, const json_value *wm, shard_nam
             return error_set(err, K3_ERR_FORMAT,
                              "%s: weight_map['%s'] is '%s', which is not a file name in the model "
                              "directory", src, json_key(m, NULL), file);
-        size_t slot = (size_t)hash_name(file, len) & (sn->cap - 1);
+        size_t slot = (size_t)hash_bytes(file, len) & (sn->cap - 1);
         while (sn->slots[slot] && strcmp(sn->name[sn->slots[slot] - 1], file) != 0)
             slot = (slot + 1) & (sn->cap - 1);
         if (!sn->slots[slot]) {

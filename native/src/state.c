@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "context.h"
+#include "hash.h"
 
 #define STATE_MAGIC "K3STATE"
 #define STATE_VERSION 1
@@ -57,43 +58,32 @@ static const char *const dim_names[10] = {
     "hidden_size", "num_hidden_layers", "vocab_size", "KDA heads", "KDA head dim",
     "short-conv taps", "KDA layers", "MLA layers", "MLA cache row floats", "reserved"};
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
-#define FNV_START 14695981039346656037ull
-
 /* The model's identity: FNV-1a of config.json, then of each shard's name, size and first
  * 64 KiB of tensor data. Two checkpoints of one architecture but other weights differ
  * here, at the cost of reading a few MB per save or load (page cache, usually). */
 static uint64_t model_identity(const model *m) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", st_dir(m->tensors));
-    uint64_t h = FNV_START;
+    uint64_t h = HASH_FNV1A_START;
     FILE *f = fopen(path, "rb");
     if (f) {
         unsigned char buf[4096];
         size_t n;
         while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-            h = fnv1a(h, buf, n);
+            h = hash_fnv1a(h, buf, n);
         fclose(f);
     }
     enum { SAMPLE = 64 * 1024 };
     unsigned char *sample = malloc(SAMPLE);
     for (int i = 0; sample && i < st_shard_count(m->tensors); i++) {
         const st_shard *sh = st_shard_at(m->tensors, i);
-        h = fnv1a(h, sh->file, strlen(sh->file));
-        h = fnv1a(h, &sh->size, sizeof sh->size);
+        h = hash_fnv1a(h, sh->file, strlen(sh->file));
+        h = hash_fnv1a(h, &sh->size, sizeof sh->size);
         const uint64_t left = sh->size - sh->data_start;
         const size_t want = left < SAMPLE ? (size_t)left : SAMPLE;
         const ssize_t got = pread(sh->fd, sample, want, (off_t)sh->data_start);
         if (got > 0)
-            h = fnv1a(h, sample, (size_t)got);
+            h = hash_fnv1a(h, sample, (size_t)got);
     }
     free(sample);
     return h;
@@ -103,9 +93,9 @@ static fingerprint model_fingerprint(const model *m) {
     fingerprint f = {{(uint32_t)m->hidden, (uint32_t)m->n_layers, (uint32_t)m->vocab, (uint32_t)m->kda.heads,
                       (uint32_t)m->kda.head_dim, (uint32_t)m->kda.conv_k, (uint32_t)m->n_kda, (uint32_t)m->n_mla,
                       (uint32_t)mla_cache_row_floats(&m->mla), 0},
-                     FNV_START,
+                     HASH_FNV1A_START,
                      model_identity(m)};
-    f.layer_plan = fnv1a(FNV_START, m->config.layer_is_kda, (size_t)m->n_layers);
+    f.layer_plan = hash_fnv1a(HASH_FNV1A_START, m->config.layer_is_kda, (size_t)m->n_layers);
     return f;
 }
 
@@ -171,12 +161,12 @@ k3_status k3_state_save(k3_context *c, const char *path) {
     const fingerprint f = model_fingerprint(m);
     const size_t kda = sizeof(float) * (size_t)forward_kda_state_floats(m);
 
-    uint64_t sum = FNV_START;
-    sum = fnv1a(sum, c->tokens, sizeof(int32_t) * (size_t)n);
-    sum = fnv1a(sum, &next, sizeof next);
-    sum = fnv1a(sum, c->state.kda, kda);
+    uint64_t sum = HASH_FNV1A_START;
+    sum = hash_fnv1a(sum, c->tokens, sizeof(int32_t) * (size_t)n);
+    sum = hash_fnv1a(sum, &next, sizeof next);
+    sum = hash_fnv1a(sum, c->state.kda, kda);
     for (int l = 0; l < m->n_mla; l++)
-        sum = fnv1a(sum, mla_layer(c, l), (size_t)n * row_bytes(m));
+        sum = hash_fnv1a(sum, mla_layer(c, l), (size_t)n * row_bytes(m));
 
     unsigned char h[STATE_HEADER] = {0};
     memcpy(h, STATE_MAGIC, 8);
@@ -281,7 +271,7 @@ k3_status k3_state_load(k3_context *c, const char *path) {
                       read != want ? "" : " and more", want);
         goto done;
     }
-    if (fnv1a(FNV_START, payload, want) != get64(h + 88)) {
+    if (hash_fnv1a(HASH_FNV1A_START, payload, want) != get64(h + 88)) {
         s = error_set(&c->err, K3_ERR_STATE, "%s is corrupted: its checksum does not match its contents", path);
         goto done;
     }

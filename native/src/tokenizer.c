@@ -26,6 +26,7 @@
  *   A8 \s+
  */
 #include "tokenizer.h"
+#include "hash.h"
 
 #include "json.h"
 #include "tokenizer_unicode.h"
@@ -70,24 +71,6 @@ struct k3_tokenizer {
 };
 
 /* ---- hashing ------------------------------------------------------------------------- */
-
-static uint64_t hash_bytes(const uint8_t *p, size_t n) {
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        h = (h ^ v) * 0xbf58476d1ce4e5b9ull;
-        h ^= h >> 31;
-        p += 8;
-        n -= 8;
-    }
-    uint64_t v = 0;
-    memcpy(&v, p, n);
-    h = (h ^ v) * 0x94d049bb133111ebull;
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ull;
-    return h ^ (h >> 32);
-}
 
 static int same_token(const k3_tokenizer *t, int32_t id, const uint8_t *p, size_t n) {
     return t->start[id + 1] - t->start[id] == n && !memcmp(t->bytes + t->start[id], p, n);

@@ -382,7 +382,7 @@ int run_main(int argc, char **argv) {
     memcpy(seq + n_base, prompt, sizeof *seq * (size_t)n_prompt);
     int n = n_base + n_prompt;
     run_memory_start(&o.memory, model);
-    const double t0 = now_s();
+    double t0 = now_s(); /* reset after the prefill: s/token is generation only */
     k3_generate_stats gs = {0};
     int reused = 0;
     if (o.incremental) {
@@ -395,6 +395,7 @@ int run_main(int argc, char **argv) {
         }
         if (o.dump_logits && o.gen > 0 && write_floats(o.dump_logits, logits, vocab))
             goto done;
+        t0 = now_s();
         if (o.gen > 0) {
             k3_generate_params gp;
             k3_generate_params_default(&gp);

@@ -27,6 +27,12 @@ function secondsPerToken(out: string): number {
   return Number(m[1]);
 }
 
+/** Runs k3 three times and keeps the fastest run's output (other work only slows a run). */
+function best(args: string[]): string {
+  const outs = [0, 1, 2].map(() => k3(args));
+  return outs.reduce((a, b) => (secondsPerToken(b) < secondsPerToken(a) ? b : a));
+}
+
 function spec(out: string) {
   const m = /^spec: (\d+) rounds, (\d+) drafted, (\d+) accepted .*, ([\d.]+) tokens per forward pass$/m.exec(out);
   if (!m) throw new Error(`no spec line in:\n${out}`);
@@ -67,8 +73,8 @@ for (const [i, file] of sources.entries()) {
   fs.writeFileSync(`${base}.prefix`, prefix);
   fs.writeFileSync(`${base}.truth`, truth);
   fs.writeFileSync(`${base}.material`, material);
-  const serial = k3([model, '--prompt-file', `${base}.prefix`, '--gen', String(GEN), '--incremental']);
-  const fast = k3([model, '--prompt-file', `${base}.prefix`, '--gen', String(GEN), '--spec', String(SPEC), '--context-file', `${base}.material`]);
+  const serial = best([model, '--prompt-file', `${base}.prefix`, '--gen', String(GEN), '--incremental']);
+  const fast = best([model, '--prompt-file', `${base}.prefix`, '--gen', String(GEN), '--spec', String(SPEC), '--context-file', `${base}.material`]);
   const upper = replay(k3(['draft-replay', '--tok', model, '--prefix-file', `${base}.prefix`, '--truth-file', `${base}.truth`, '--context-file', `${base}.material`, '--spec', String(SPEC)]));
   const s = spec(fast);
   rows.push({
@@ -86,8 +92,8 @@ for (const [i, file] of sources.entries()) {
 
 // Never slower: a prompt of unrelated ids and no material; speculation has nothing to go on.
 const ids = Array.from({ length: 64 }, (_, k) => (k * 7919 + 13) % 150000).join(',');
-const plain = secondsPerToken(k3([model, '--ids', ids, '--gen', String(GEN), '--incremental']));
-const guarded = secondsPerToken(k3([model, '--ids', ids, '--gen', String(GEN), '--spec', String(SPEC)]));
+const plain = secondsPerToken(best([model, '--ids', ids, '--gen', String(GEN), '--incremental']));
+const guarded = secondsPerToken(best([model, '--ids', ids, '--gen', String(GEN), '--spec', String(SPEC)]));
 
 const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
 console.log(`\nspeculative decoding on code edits (small fixture, --spec ${SPEC}, ${GEN} tokens)`);

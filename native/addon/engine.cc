@@ -85,6 +85,8 @@ class Context : public Napi::ObjectWrap<Context> {
         Napi::Function ctor = DefineClass(env, "Context",
                                           {
                                               InstanceMethod("decode", &Context::Decode),
+                                              InstanceMethod("sync", &Context::Sync),
+                                              InstanceMethod("checkpoint", &Context::Checkpoint),
                                               InstanceMethod("reset", &Context::Reset),
                                               InstanceMethod("close", &Context::Close),
                                               InstanceAccessor("length", &Context::Length, nullptr),
@@ -160,6 +162,37 @@ class Context : public Napi::ObjectWrap<Context> {
         if (wantArgmax)
             result.Set("argmax", argmax);
         return result;
+    }
+
+    // sync(ids: Int32Array) -> number of tokens resumed rather than recomputed
+    Napi::Value Sync(const Napi::CallbackInfo &info) {
+        Napi::Env env = info.Env();
+        if (!Open(env))
+            return env.Undefined();
+        if (info.Length() < 1 || !info[0].IsTypedArray() ||
+            info[0].As<Napi::TypedArray>().TypedArrayType() != napi_int32_array) {
+            Napi::TypeError::New(env, "sync(ids): ids must be an Int32Array").ThrowAsJavaScriptException();
+            return env.Undefined();
+        }
+        Napi::Int32Array ids = info[0].As<Napi::Int32Array>();
+        int reused = 0;
+        k3_status s = k3_sync(ctx_, ids.Data(), static_cast<int>(ids.ElementLength()), &reused);
+        if (s != K3_OK) {
+            ThrowK3Error(env, s, k3_context_error(ctx_));
+            return env.Undefined();
+        }
+        return Napi::Number::New(env, reused);
+    }
+
+    // checkpoint(): remember the state at the current length
+    Napi::Value Checkpoint(const Napi::CallbackInfo &info) {
+        Napi::Env env = info.Env();
+        if (!Open(env))
+            return env.Undefined();
+        k3_status s = k3_checkpoint(ctx_);
+        if (s != K3_OK)
+            ThrowK3Error(env, s, k3_context_error(ctx_));
+        return env.Undefined();
     }
 
     Napi::Value Reset(const Napi::CallbackInfo &info) {

@@ -33,6 +33,10 @@ export interface NativeContext {
   readonly length: number;
   readonly tokens: Int32Array;
   decode(ids: Int32Array, nLogits?: number, argmax?: boolean): NativeDecodeResult;
+  /** Makes the sequence exactly ids, resuming from held state; returns the tokens not recomputed. */
+  sync(ids: Int32Array): number;
+  /** Remembers the state at the current length for later sync() calls. */
+  checkpoint(): void;
   reset(): void;
   close(): void;
 }

@@ -81,3 +81,23 @@ test('decode refuses a token outside the vocabulary and a sequence past the cont
   assert.equal(ctx.length, 3);
   model.close();
 });
+
+test('a checkpoint resume equals an uninterrupted decode, bit for bit, after the sequence diverged', () => {
+  const model = openModel();
+  const prefix = PROMPT.slice(0, 10);
+  const branchA = [500, 501, 502, 503];
+  const branchB = [900, 901, 902];
+  const ctx = new engine.Context(model, { maxContext: 64 });
+  ctx.decode(Int32Array.from(prefix));
+  ctx.checkpoint();
+  ctx.decode(Int32Array.from(branchA)); // the KDA state moves past the prefix
+  // Back to the prefix and down another branch: only branch B is recomputed.
+  assert.equal(ctx.sync(Int32Array.from([...prefix, ...branchB.slice(0, -1)])), prefix.length);
+  const resumed = ctx.decode(Int32Array.of(branchB[branchB.length - 1]), 1).logits;
+  const fresh = new engine.Context(model, { maxContext: 64 });
+  const uninterrupted = fresh.decode(Int32Array.from([...prefix, ...branchB]), 1).logits;
+  assert.ok(bitIdentical(resumed, uninterrupted), 'resumed logits differ from an uninterrupted decode');
+  // The live sequence is reused without a checkpoint when it is a prefix.
+  assert.equal(ctx.sync(Int32Array.from([...prefix, ...branchB, 7])), prefix.length + branchB.length);
+  model.close();
+});

@@ -1,5 +1,5 @@
-/* kernels.c - the scalar reference dot products, the row/token tiling shared by every
- * implementation, and the choice of implementation. Each dot accumulates in column order
+/* kernels.c - the scalar reference products, the split of rows across threads shared by
+ * every implementation, and the choice of implementation. Each dot accumulates in column order
  * into one float, except MXFP4, which sums each 32-column block of (2*E2M1 integer) * x
  * first and then adds block_sum * 2^(scale - 128): the same block structure the SIMD twin
  * uses, so both round alike. */
@@ -12,49 +12,55 @@
 
 #include "dtype.h"
 
-static void scalar_dot_f32(const float *row, const float *x, int ldx, int n, int cols, float *y) {
-    for (int t = 0; t < n; t++) {
-        const float *xt = x + (long)t * ldx;
-        float acc = 0.0f;
-        for (int c = 0; c < cols; c++)
-            acc += row[c] * xt[c];
-        y[t] = acc;
-    }
+static void scalar_mm_f32(const float *rows, int nr, const float *x, int ldx, int n, int cols, float *y, int ldy) {
+    for (int r = 0; r < nr; r++)
+        for (int t = 0; t < n; t++) {
+            const float *row = rows + (long)r * cols, *xt = x + (long)t * ldx;
+            float acc = 0.0f;
+            for (int c = 0; c < cols; c++)
+                acc += row[c] * xt[c];
+            y[(long)t * ldy + r] = acc;
+        }
 }
 
-static void scalar_dot_bf16(const uint16_t *row, const float *x, int ldx, int n, int cols, float *y) {
-    for (int t = 0; t < n; t++) {
-        const float *xt = x + (long)t * ldx;
-        float acc = 0.0f;
-        for (int c = 0; c < cols; c++)
-            acc += dtype_bf16_to_f32(row[c]) * xt[c];
-        y[t] = acc;
-    }
+static void scalar_mm_bf16(const uint16_t *rows, int nr, const float *x, int ldx, int n, int cols, float *y,
+                           int ldy) {
+    for (int r = 0; r < nr; r++)
+        for (int t = 0; t < n; t++) {
+            const uint16_t *row = rows + (long)r * cols;
+            const float *xt = x + (long)t * ldx;
+            float acc = 0.0f;
+            for (int c = 0; c < cols; c++)
+                acc += dtype_bf16_to_f32(row[c]) * xt[c];
+            y[(long)t * ldy + r] = acc;
+        }
 }
 
 /* Twice the E2M1 magnitude, signed: exact small integers. */
 static const float mxfp4_twice[16] = {0, 1, 2, 3, 4, 6, 8, 12, -0.0f, -1, -2, -3, -4, -6, -8, -12};
 
-static void scalar_dot_mxfp4(const uint8_t *packed, const uint8_t *scale, const float *x, int ldx, int n, int cols,
-                             float *y) {
-    for (int t = 0; t < n; t++) {
-        const float *xt = x + (long)t * ldx;
-        float acc = 0.0f;
-        for (int b = 0; b < cols / DTYPE_MXFP4_BLOCK; b++) {
-            const uint8_t *p = packed + b * (DTYPE_MXFP4_BLOCK / 2);
-            const float *xb = xt + b * DTYPE_MXFP4_BLOCK;
-            float block = 0.0f;
-            for (int i = 0; i < DTYPE_MXFP4_BLOCK / 2; i++) {
-                block += mxfp4_twice[p[i] & 15] * xb[2 * i];
-                block += mxfp4_twice[p[i] >> 4] * xb[2 * i + 1];
+static void scalar_mm_mxfp4(const uint8_t *packed, const uint8_t *scale, int nr, const float *x, int ldx, int n,
+                            int cols, float *y, int ldy) {
+    for (int r = 0; r < nr; r++)
+        for (int t = 0; t < n; t++) {
+            const uint8_t *pr = packed + (long)r * (cols / 2), *sr = scale + (long)r * (cols / DTYPE_MXFP4_BLOCK);
+            const float *xt = x + (long)t * ldx;
+            float acc = 0.0f;
+            for (int b = 0; b < cols / DTYPE_MXFP4_BLOCK; b++) {
+                const uint8_t *p = pr + b * (DTYPE_MXFP4_BLOCK / 2);
+                const float *xb = xt + b * DTYPE_MXFP4_BLOCK;
+                float block = 0.0f;
+                for (int i = 0; i < DTYPE_MXFP4_BLOCK / 2; i++) {
+                    block += mxfp4_twice[p[i] & 15] * xb[2 * i];
+                    block += mxfp4_twice[p[i] >> 4] * xb[2 * i + 1];
+                }
+                acc += block * ldexpf(1.0f, (int)sr[b] - 128);
             }
-            acc += block * ldexpf(1.0f, (int)scale[b] - 128);
+            y[(long)t * ldy + r] = acc;
         }
-        y[t] = acc;
-    }
 }
 
-const kernels_impl kernels_scalar = {"scalar", scalar_dot_f32, scalar_dot_bf16, scalar_dot_mxfp4};
+const kernels_impl kernels_scalar = {"scalar", scalar_mm_f32, scalar_mm_bf16, scalar_mm_mxfp4};
 
 const kernels_impl *kernels_best(void) {
     static const kernels_impl *chosen;
@@ -78,26 +84,22 @@ typedef struct {
 static void matmul_rows(void *arg, int r0, int r1) {
     const matmul_job *j = arg;
     const kernels_matrix *w = j->w;
-    float out[KERNELS_TILE];
-    for (int r = r0; r < r1; r++) {
-        for (int t0 = 0; t0 < j->n; t0 += KERNELS_TILE) {
-            const int nt = j->n - t0 < KERNELS_TILE ? j->n - t0 : KERNELS_TILE;
-            const float *xt = j->x + (long)t0 * j->ldx;
-            switch (w->type) {
-            case KERNELS_F32:
-                j->impl->dot_f32((const float *)w->data + (long)r * w->cols, xt, j->ldx, nt, w->cols, out);
-                break;
-            case KERNELS_BF16:
-                j->impl->dot_bf16((const uint16_t *)w->data + (long)r * w->cols, xt, j->ldx, nt, w->cols, out);
-                break;
-            case KERNELS_MXFP4:
-                j->impl->dot_mxfp4((const uint8_t *)w->data + (long)r * (w->cols / 2),
-                                   w->scale + (long)r * (w->cols / DTYPE_MXFP4_BLOCK), xt, j->ldx, nt, w->cols,
-                                   out);
-                break;
-            }
-            for (int t = 0; t < nt; t++)
-                j->y[(long)(t0 + t) * j->ldy + r] = out[t];
+    for (int r = r0; r < r1; r += KERNELS_ROWS) {
+        const int nr = r1 - r < KERNELS_ROWS ? r1 - r : KERNELS_ROWS;
+        float *y = j->y + r;
+        switch (w->type) {
+        case KERNELS_F32:
+            j->impl->mm_f32((const float *)w->data + (long)r * w->cols, nr, j->x, j->ldx, j->n, w->cols, y, j->ldy);
+            break;
+        case KERNELS_BF16:
+            j->impl->mm_bf16((const uint16_t *)w->data + (long)r * w->cols, nr, j->x, j->ldx, j->n, w->cols, y,
+                             j->ldy);
+            break;
+        case KERNELS_MXFP4:
+            j->impl->mm_mxfp4((const uint8_t *)w->data + (long)r * (w->cols / 2),
+                              w->scale + (long)r * (w->cols / DTYPE_MXFP4_BLOCK), nr, j->x, j->ldx, j->n, w->cols, y,
+                              j->ldy);
+            break;
         }
     }
 }

@@ -4,8 +4,8 @@
  * Batch and thread invariance: every output element y[t][r] is one dot product of weight
  * row r with input row t, computed by the same instruction sequence whatever the number of
  * tokens in the call and whatever the thread that runs it. Threads split output rows;
- * tokens are grouped (up to KERNELS_TILE) only so a weight row is read from memory once
- * per batch, never to change how a single dot product is accumulated. So prefill, one-
+ * rows and tokens are grouped into register tiles only so a weight row is read from memory
+ * once per batch, never to change how a single dot product is accumulated. So prefill, one-
  * token decode and batched verification give bit-identical results for the same position.
  *
  * Each implementation (scalar reference, AVX2) fills a kernels_impl; kernels_best() picks
@@ -18,7 +18,8 @@
 
 #include "threads.h"
 
-#define KERNELS_TILE 4
+/* Rows handed to one call of an implementation. */
+#define KERNELS_ROWS 4
 
 typedef enum kernels_wtype { KERNELS_F32, KERNELS_BF16, KERNELS_MXFP4 } kernels_wtype;
 
@@ -30,13 +31,16 @@ typedef struct kernels_matrix {
     const uint8_t *scale; /* MXFP4 only: E8M0 (rows, cols/32) */
 } kernels_matrix;
 
-/* y[t] = dot(W row, x + t*ldx) for t < n (1 <= n <= KERNELS_TILE); cols as in the matrix. */
+/* y[t*ldy + r] = dot(row r, x + t*ldx) for r < nr (1 <= nr <= KERNELS_ROWS), t < n: nr
+ * consecutive rows of a matrix with `cols` columns starting at `rows` (MXFP4: packed
+ * nibbles and their scales). How an implementation tiles rows and tokens is its own
+ * business; what one (row, token) pair computes must not depend on it. */
 typedef struct kernels_impl {
     const char *name;
-    void (*dot_f32)(const float *row, const float *x, int ldx, int n, int cols, float *y);
-    void (*dot_bf16)(const uint16_t *row, const float *x, int ldx, int n, int cols, float *y);
-    void (*dot_mxfp4)(const uint8_t *packed, const uint8_t *scale, const float *x, int ldx, int n, int cols,
-                      float *y);
+    void (*mm_f32)(const float *rows, int nr, const float *x, int ldx, int n, int cols, float *y, int ldy);
+    void (*mm_bf16)(const uint16_t *rows, int nr, const float *x, int ldx, int n, int cols, float *y, int ldy);
+    void (*mm_mxfp4)(const uint8_t *packed, const uint8_t *scale, int nr, const float *x, int ldx, int n, int cols,
+                     float *y, int ldy);
 } kernels_impl;
 
 extern const kernels_impl kernels_scalar;

@@ -1,8 +1,8 @@
 /* kernels_avx2.c - AVX2/FMA twins of the scalar dot products in kernels.c. This file alone
  * is compiled with -mavx2 -mfma; kernels_avx2() checks the CPU before handing it out.
- * Tokens are served in pairs (then one), each body specialised for its token count so the
- * accumulators live in registers; the instruction sequence for one token never depends on
- * how many tokens share the call (see kernels.h). */
+ * Rows and tokens are served in register tiles whose bodies are specialised for their
+ * shape; the instruction sequence for one (row, token) pair never depends on the tile
+ * (see kernels.h). */
 #include "kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
@@ -29,39 +29,47 @@ static inline __m256 f32x8(const float *p) {
     return _mm256_loadu_ps(p);
 }
 
-/* The dot-product body for a fixed number of tokens NT, so the accumulators stay in
- * registers. Per token: four 8-lane accumulators over 32-column steps, then 8-column steps
- * into the first, then ((a0 + a1) + (a2 + a3)) reduced by hsum8, then a scalar tail. The
- * sequence for one token is the same for every NT. */
-#define DOT_BODY(NAME, WT, LOAD8, SCALAR)                                                                            \
-    static inline void NAME(const WT *row, const float *x, int ldx, int cols, float *y, const int NT) {             \
-        __m256 a0[2], a1[2], a2[2], a3[2];                                                                          \
-        for (int t = 0; t < NT; t++)                                                                                \
-            a0[t] = a1[t] = a2[t] = a3[t] = _mm256_setzero_ps();                                                    \
-        const int body = cols & ~31, rest = cols & ~7;                                                              \
+/* The body for a tile of NR rows x NT tokens, constants at every call so the accumulators
+ * stay in registers. Per (row, token): two 8-lane accumulators over 16-column steps, then
+ * 8-column steps into the first, then hsum8(a0 + a1), then a scalar tail. That sequence is
+ * the same for every tile shape, which is what makes the result batch-invariant; the shape
+ * only decides how often a weight vector or an input vector is loaded. */
+#define MM_BODY(NAME, WT, LOAD8, SCALAR)                                                                             \
+    static inline __attribute__((always_inline)) void NAME(const WT *rows, int cols, const float *x, int ldx,      \
+                                                           float *y, int ldy, const int NR, const int NT) {        \
+        __m256 a0[4][2], a1[4][2];                                                                                  \
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                                        \
+            _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) a0[r][t] = a1[r][t] = _mm256_setzero_ps();        \
+        const int body = cols & ~15, rest = cols & ~7;                                                              \
         int c = 0;                                                                                                  \
-        for (; c < body; c += 32) {                                                                                 \
-            const __m256 w0 = LOAD8(row + c), w1 = LOAD8(row + c + 8), w2 = LOAD8(row + c + 16),                    \
-                         w3 = LOAD8(row + c + 24);                                                                  \
-            for (int t = 0; t < NT; t++) {                                                                          \
-                const float *xt = x + (long)t * ldx + c;                                                            \
-                a0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xt), a0[t]);                                            \
-                a1[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xt + 8), a1[t]);                                        \
-                a2[t] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xt + 16), a2[t]);                                       \
-                a3[t] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xt + 24), a3[t]);                                       \
+        for (; c < body; c += 16) {                                                                                 \
+            __m256 x0[2], x1[2];                                                                                    \
+            _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) {                                                  \
+                x0[t] = _mm256_loadu_ps(x + (long)t * ldx + c);                                                     \
+                x1[t] = _mm256_loadu_ps(x + (long)t * ldx + c + 8);                                                 \
+            }                                                                                                       \
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {                                                  \
+                const __m256 w0 = LOAD8(rows + (long)r * cols + c), w1 = LOAD8(rows + (long)r * cols + c + 8);      \
+                _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) {                                              \
+                    a0[r][t] = _mm256_fmadd_ps(w0, x0[t], a0[r][t]);                                                \
+                    a1[r][t] = _mm256_fmadd_ps(w1, x1[t], a1[r][t]);                                                \
+                }                                                                                                   \
             }                                                                                                       \
         }                                                                                                           \
-        for (; c < rest; c += 8) {                                                                                  \
-            const __m256 w0 = LOAD8(row + c);                                                                       \
-            for (int t = 0; t < NT; t++)                                                                            \
-                a0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + (long)t * ldx + c), a0[t]);                         \
-        }                                                                                                           \
-        for (int t = 0; t < NT; t++) {                                                                              \
+        for (; c < rest; c += 8)                                                                                    \
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {                                                  \
+                const __m256 w0 = LOAD8(rows + (long)r * cols + c);                                                 \
+                _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) a0[r][t] =                                     \
+                    _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + (long)t * ldx + c), a0[r][t]);                          \
+            }                                                                                                       \
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                                        \
+            _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) {                                                  \
+            const WT *row = rows + (long)r * cols;                                                                  \
             const float *xt = x + (long)t * ldx;                                                                    \
-            float acc = hsum8(_mm256_add_ps(_mm256_add_ps(a0[t], a1[t]), _mm256_add_ps(a2[t], a3[t])));            \
+            float acc = hsum8(_mm256_add_ps(a0[r][t], a1[r][t]));                                                   \
             for (int k = rest; k < cols; k++)                                                                       \
                 acc += SCALAR(row[k]) * xt[k];                                                                      \
-            y[t] = acc;                                                                                             \
+            y[(long)t * ldy + r] = acc;                                                                             \
         }                                                                                                           \
     }
 
@@ -69,25 +77,46 @@ static inline float same_f32(float v) {
     return v;
 }
 
-DOT_BODY(dot_bf16_body, uint16_t, bf16x8, dtype_bf16_to_f32)
-DOT_BODY(dot_f32_body, float, f32x8, same_f32)
+MM_BODY(mm_bf16_tile, uint16_t, bf16x8, dtype_bf16_to_f32)
+MM_BODY(mm_f32_tile, float, f32x8, same_f32)
 
-/* Tokens in pairs, then a single one: each call of a body has a constant NT. */
-static void avx2_dot_bf16(const uint16_t *row, const float *x, int ldx, int n, int cols, float *y) {
-    int t = 0;
-    for (; t + 2 <= n; t += 2)
-        dot_bf16_body(row, x + (long)t * ldx, ldx, cols, y + t, 2);
-    if (t < n)
-        dot_bf16_body(row, x + (long)t * ldx, ldx, cols, y + t, 1);
-}
+/* Tile shapes: one token (decode) takes four rows at a time, so four weight streams share
+ * each input load; several tokens (prefill, verification) take two rows by two tokens. */
+#define MM_DISPATCH(NAME, TILE, WT)                                                                                  \
+    static void NAME(const WT *rows, int nr, const float *x, int ldx, int n, int cols, float *y, int ldy) {         \
+        if (n == 1 && cols > 256) {                                                                                 \
+            for (int r = 0; r < nr; r++)                                                                            \
+                TILE(rows + (long)r * cols, cols, x, ldx, y + r, ldy, 1, 1);                                        \
+            return;                                                                                                 \
+        }                                                                                                           \
+        if (n == 1) {                                                                                               \
+            switch (nr) {                                                                                           \
+            case 4: TILE(rows, cols, x, ldx, y, ldy, 4, 1); break;                                                  \
+            case 3: TILE(rows, cols, x, ldx, y, ldy, 3, 1); break;                                                  \
+            case 2: TILE(rows, cols, x, ldx, y, ldy, 2, 1); break;                                                  \
+            default: TILE(rows, cols, x, ldx, y, ldy, 1, 1); break;                                                 \
+            }                                                                                                       \
+            return;                                                                                                 \
+        }                                                                                                           \
+        for (int r = 0; r < nr; r += 2) {                                                                           \
+            const WT *rr = rows + (long)r * cols;                                                                   \
+            int t = 0;                                                                                              \
+            if (nr - r >= 2) {                                                                                      \
+                for (; t + 2 <= n; t += 2)                                                                          \
+                    TILE(rr, cols, x + (long)t * ldx, ldx, y + (long)t * ldy + r, ldy, 2, 2);                       \
+                if (t < n)                                                                                          \
+                    TILE(rr, cols, x + (long)t * ldx, ldx, y + (long)t * ldy + r, ldy, 2, 1);                       \
+            } else {                                                                                                \
+                for (; t + 2 <= n; t += 2)                                                                          \
+                    TILE(rr, cols, x + (long)t * ldx, ldx, y + (long)t * ldy + r, ldy, 1, 2);                       \
+                if (t < n)                                                                                          \
+                    TILE(rr, cols, x + (long)t * ldx, ldx, y + (long)t * ldy + r, ldy, 1, 1);                       \
+            }                                                                                                       \
+        }                                                                                                           \
+    }
 
-static void avx2_dot_f32(const float *row, const float *x, int ldx, int n, int cols, float *y) {
-    int t = 0;
-    for (; t + 2 <= n; t += 2)
-        dot_f32_body(row, x + (long)t * ldx, ldx, cols, y + t, 2);
-    if (t < n)
-        dot_f32_body(row, x + (long)t * ldx, ldx, cols, y + t, 1);
-}
+MM_DISPATCH(avx2_mm_bf16, mm_bf16_tile, uint16_t)
+MM_DISPATCH(avx2_mm_f32, mm_f32_tile, float)
 
 /* 16 packed bytes (32 nibbles, low nibble = even column) -> 32 signed int8 values equal to
  * twice the E2M1 value, in column order. */
@@ -132,16 +161,25 @@ static inline void dot_mxfp4_body(const uint8_t *packed, const uint8_t *scale, c
         y[t] = hsum8(acc[t]);
 }
 
-static void avx2_dot_mxfp4(const uint8_t *packed, const uint8_t *scale, const float *x, int ldx, int n, int cols,
-                           float *y) {
-    int t = 0;
-    for (; t + 2 <= n; t += 2)
-        dot_mxfp4_body(packed, scale, x + (long)t * ldx, ldx, cols, y + t, 2);
-    if (t < n)
-        dot_mxfp4_body(packed, scale, x + (long)t * ldx, ldx, cols, y + t, 1);
+static void avx2_mm_mxfp4(const uint8_t *packed, const uint8_t *scale, int nr, const float *x, int ldx, int n,
+                          int cols, float *y, int ldy) {
+    float out[2];
+    for (int r = 0; r < nr; r++) {
+        const uint8_t *pr = packed + (long)r * (cols / 2), *sr = scale + (long)r * (cols / DTYPE_MXFP4_BLOCK);
+        int t = 0;
+        for (; t + 2 <= n; t += 2) {
+            dot_mxfp4_body(pr, sr, x + (long)t * ldx, ldx, cols, out, 2);
+            y[(long)t * ldy + r] = out[0];
+            y[(long)(t + 1) * ldy + r] = out[1];
+        }
+        if (t < n) {
+            dot_mxfp4_body(pr, sr, x + (long)t * ldx, ldx, cols, out, 1);
+            y[(long)t * ldy + r] = out[0];
+        }
+    }
 }
 
-static const kernels_impl avx2_impl = {"avx2", avx2_dot_f32, avx2_dot_bf16, avx2_dot_mxfp4};
+static const kernels_impl avx2_impl = {"avx2", avx2_mm_f32, avx2_mm_bf16, avx2_mm_mxfp4};
 
 const kernels_impl *kernels_avx2(void) {
     __builtin_cpu_init();

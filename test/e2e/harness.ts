@@ -3,8 +3,9 @@
 // with a private user-data folder, settings that keep the workbench quiet, and the
 // extensions folder that scripts/e2e/run.mjs installed the .vsix into; opens a workspace
 // in Debian's chromium through playwright-core; takes a screenshot under test-results/ when
-// a step fails; and stops everything it started. It waits on DOM state and HTTP answers,
-// never on fixed sleeps. What the workbench's selectors mean: shared/docs/vscode-e2e.md.
+// a step fails; reads the ghost text the editor shows; and stops everything it started. It
+// waits on DOM state, HTTP answers and file-system events, never on fixed sleeps. What the
+// workbench's selectors mean: shared/docs/vscode-e2e.md.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import * as fs from 'node:fs';
@@ -22,7 +23,9 @@ const RESULTS = path.join(repoRoot, 'test-results');
 
 /**
  * Settings every session gets (shared with `npm start`): no telemetry, tips or update
- * checks, and no word suggestions racing the ghost text for Tab.
+ * checks, no word suggestions racing the ghost text for Tab, and no auto-save (on by
+ * default in a browser workbench, off in desktop VS Code), so a file changes on disk only
+ * when a test saves it.
  */
 const QUIET_SETTINGS = JSON.parse(fs.readFileSync(path.join(repoRoot, 'scripts/e2e/workbench-settings.json'), 'utf8')) as Record<string, unknown>;
 
@@ -78,6 +81,14 @@ async function waitForHealth(url: string, proc: ChildProcess, timeoutMs: number)
     // Polling an HTTP endpoint that has no push alternative: each try is the event waited on.
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/** The installed extension's folder (where code-server unpacked the .vsix). */
+export function installedExtension(): string {
+  const extensionsDir = process.env.K3_E2E_EXTENSIONS ?? '';
+  const dir = fs.existsSync(extensionsDir) ? fs.readdirSync(extensionsDir).find((d) => d.startsWith(`${EXTENSION_ID}-`)) : undefined;
+  if (!dir) throw new Error(`no ${EXTENSION_ID} under K3_E2E_EXTENSIONS (${extensionsDir}): run the e2e tests with \`npm run test:e2e\``);
+  return path.join(extensionsDir, dir);
 }
 
 export async function startSession(options: SessionOptions = {}): Promise<Session> {
@@ -226,4 +237,54 @@ export async function waitForStatus(session: Session, re: RegExp, timeoutMs = 60
     { timeout: timeoutMs },
   );
   return session.statusLabel();
+}
+
+/**
+ * Waits until the editor shows inline ghost text and returns it: every ghost span of the
+ * cursor's line (the workbench splits it by syntax colour) in order, non-breaking spaces as
+ * spaces. Single-line completions only (the multi-line remainder is a separate view zone).
+ */
+export async function ghostText(session: Session, timeoutMs = 60_000): Promise<string> {
+  const handle = await session.page.waitForFunction(
+    () => {
+      const spans = document.querySelectorAll('.editor-instance .monaco-editor .view-line .ghost-text-decoration');
+      const text = Array.from(spans, (el) => el.textContent ?? '').join('').replace(/\u00a0/g, ' ');
+      return text.trim() === '' ? false : text;
+    },
+    undefined,
+    { timeout: timeoutMs },
+  );
+  return (await handle.jsonValue()) as string;
+}
+
+/**
+ * Resolves with the text of `file` once it satisfies `accept`, checked now and on every change
+ * the file system reports in its folder (the workbench may replace the file rather than write
+ * it in place); rejects after `timeoutMs` with the last text seen.
+ */
+export function waitForFile(file: string, accept: (text: string) => boolean, timeoutMs: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let last = '';
+    const check = (): boolean => {
+      try {
+        last = fs.readFileSync(file, 'utf8');
+      } catch {
+        return false; // between an unlink and a rename
+      }
+      if (!accept(last)) return false;
+      done();
+      resolve(last);
+      return true;
+    };
+    const watcher = fs.watch(path.dirname(file), () => check());
+    const timer = setTimeout(() => {
+      done();
+      reject(new Error(`${file} did not change as expected within ${timeoutMs} ms; it holds ${JSON.stringify(last)}`));
+    }, timeoutMs);
+    const done = () => {
+      watcher.close();
+      clearTimeout(timer);
+    };
+    check();
+  });
 }

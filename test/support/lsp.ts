@@ -4,6 +4,7 @@
 // by predicate instead of sleeping. Kill it hard to test what survives a crash.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { pathToFileURL } from 'node:url';
 import {
   CancellationTokenSource,
   createProtocolConnection,
@@ -55,8 +56,15 @@ export interface ServerHandle {
   kill(): Promise<void>;
 }
 
-export async function startServer(initializationOptions: InitializationOptions): Promise<ServerHandle> {
-  const proc = spawn(process.execPath, [serverBundle, '--stdio'], { stdio: ['pipe', 'pipe', 'inherit'] });
+export interface ServerStart {
+  /** The folder (a path) the server is told it works in; none by default. */
+  workspaceFolder?: string;
+  /** The server bundle to run (it loads the addon beside it); default dist/server.js. */
+  bundle?: string;
+}
+
+export async function startServer(initializationOptions: InitializationOptions, start: ServerStart = {}): Promise<ServerHandle> {
+  const proc = spawn(process.execPath, [start.bundle ?? serverBundle, '--stdio'], { stdio: ['pipe', 'pipe', 'inherit'] });
   const connection = createProtocolConnection(new StreamMessageReader(proc.stdout!), new StreamMessageWriter(proc.stdin!));
   const statuses: StatusResult[] = [];
   const streams: ChatStreamParams[] = [];
@@ -85,7 +93,7 @@ export async function startServer(initializationOptions: InitializationOptions):
   connection.listen();
   await connection.sendRequest(InitializeRequest.type, {
     processId: process.pid,
-    rootUri: null,
+    rootUri: start.workspaceFolder === undefined ? null : pathToFileURL(start.workspaceFolder).href,
     capabilities: {},
     initializationOptions,
   });

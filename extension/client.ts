@@ -1,6 +1,6 @@
-// client.ts - builds the LanguageClient: the server bundle over Node IPC, the settings and
-// the workspace storage folder as initializationOptions, the ghost-text middleware, and an
-// error handler that restarts after a crash but hands the decision to the user after an
+// client.ts - builds the LanguageClient: the server bundle over Node IPC, the settings, the
+// backend (with the remote API key) and the workspace storage folder as
+// initializationOptions, the ghost-text middleware, and an error handler that restarts after a crash but hands the decision to the user after an
 // out-of-memory, a missing model or a crash loop (the default handler's four silent
 // restarts of a multi-minute model load would look like a hang).
 import * as fs from 'node:fs';
@@ -26,10 +26,13 @@ export interface ClientHooks {
   crashed(): CrashDecision;
 }
 
+/** `apiKey`: the remote backend's key from SecretStorage; it goes to the server in
+ * initializationOptions and nowhere else (never to settings or the log). */
 export function createClient(
   extension: vscode.ExtensionContext,
   settings: Settings,
   hooks: ClientHooks,
+  apiKey?: string,
 ): LanguageClient {
   const serverModule = extension.asAbsolutePath(path.join('dist', 'server.js'));
   const serverOptions: ServerOptions = {
@@ -42,6 +45,17 @@ export function createClient(
     // Unset: the server uses the preset this workspace chose last (K3: Select Memory Preset).
     ...(settings.presetExplicit ? { preset: settings.preset } : {}),
     settings: serverSection(settings),
+    ...(settings.backend === 'remote'
+      ? {
+          backend: 'remote' as const,
+          remote: {
+            endpoint: settings.remote.endpoint,
+            model: settings.remote.model,
+            timeoutMs: settings.remote.timeoutMs,
+            ...(apiKey ? { apiKey } : {}),
+          },
+        }
+      : {}),
   };
   const clientOptions: LanguageClientOptions = {
     documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],

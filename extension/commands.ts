@@ -17,6 +17,8 @@ export const commands: Record<string, (ctx: Ctx) => unknown> = {
   'k3.showLogs': (ctx) => ctx.output.show(),
   'k3.showMenu': showMenu,
   'k3.restartEngine': (ctx) => ctx.restart('K3: restarting the engine'),
+  'k3.setRemoteApiKey': setRemoteApiKey,
+  'k3.openRemoteSettings': () => vscode.commands.executeCommand('workbench.action.openSettings', 'k3.remote'),
 };
 
 export function registerCommands(ctx: Ctx): void {
@@ -54,11 +56,16 @@ async function selectPreset(ctx: Ctx): Promise<void> {
     manifest(ctx).contributes.configuration.properties['k3.preset']?.enum ?? ['auto']
   ).map((id) => ({ id }));
   let current = ctx.serverPreset ?? ctx.settings.preset;
+  let note =
+    ctx.settings.backend === 'remote'
+      ? 'Memory presets apply to the local engine only; completions and chat now go to the remote server (k3.backend).'
+      : undefined;
   if (ctx.client?.isRunning()) {
     try {
       const listed = await ctx.client.sendRequest(PresetsListRequest.type);
       if (listed.presets.length > 0) presets = listed.presets;
       current = listed.current || current;
+      note = listed.note ?? note;
     } catch (e) {
       ctx.output.warn(`k3/presets/list: ${describeRequestError(e)}; listing the presets package.json declares`);
     }
@@ -70,7 +77,7 @@ async function selectPreset(ctx: Ctx): Promise<void> {
   }));
   const pick = await vscode.window.showQuickPick(items, {
     title: `K3: Select Memory Preset (${formatBytes(available)} available)`,
-    placeHolder: 'How much memory the engine may use; choosing one reloads the engine',
+    placeHolder: note ?? 'How much memory the engine may use; choosing one reloads the engine',
     matchOnDescription: true,
     matchOnDetail: true,
   });
@@ -112,14 +119,33 @@ async function selectModelFolder(ctx: Ctx): Promise<void> {
 
 async function clearWorkspaceState(ctx: Ctx): Promise<void> {
   const yes = 'Delete';
+  const remote = ctx.settings.backend === 'remote';
   const pick = await vscode.window.showWarningMessage(
     'Delete K3’s chat history and saved engine state for this workspace?',
-    { modal: true, detail: `Folder: ${ctx.storagePath}` },
+    {
+      modal: true,
+      detail: remote
+        ? `Folder: ${ctx.storagePath}\n\nSaved engine state belongs to the local engine only; with the remote backend only the chat history is kept here.`
+        : `Folder: ${ctx.storagePath}`,
+    },
     yes,
   );
   if (pick !== yes) return;
   await ctx.clearWorkspaceState();
   void vscode.window.showInformationMessage('K3: workspace state cleared.');
+}
+
+/** Asks for the remote backend's API key and keeps it in SecretStorage, never in settings. */
+async function setRemoteApiKey(ctx: Ctx): Promise<void> {
+  const key = await vscode.window.showInputBox({
+    title: 'K3: Set Remote API Key',
+    prompt: `The API key for ${ctx.settings.remote.endpoint}, sent as "Authorization: Bearer …". Kept in VS Code's secret storage; leave empty to remove it.`,
+    password: true,
+    ignoreFocusOut: true,
+  });
+  if (key === undefined) return;
+  await ctx.setRemoteApiKey(key.trim());
+  void vscode.window.showInformationMessage(key.trim() ? 'K3: remote API key saved.' : 'K3: remote API key removed.');
 }
 
 async function toggleCompletions(ctx: Ctx): Promise<void> {

@@ -1,7 +1,7 @@
 // ctx.ts - the extension's one context object. It owns the language client and its
 // lifecycle (start, stop, restart with progress, crash decisions), the current settings,
 // what the engine is doing and the status bar item that says so, the ghost-text policy and
-// the chat view. Commands (commands.ts) and main.ts reach everything through it; nothing
+// the chat view, and the remote backend's API key (SecretStorage only). Commands (commands.ts) and main.ts reach everything through it; nothing
 // else keeps extension state.
 import * as fs from 'node:fs';
 import * as vscode from 'vscode';
@@ -11,6 +11,7 @@ import {
   DidReportProblemNotification,
   ModelUnloadRequest,
   PresetsSetRequest,
+  RemoteApiKeyRequest,
   StateClearRequest,
   StatusRequest,
   type K3Action,
@@ -23,7 +24,7 @@ import { createClient } from './client';
 import { CompletionPolicy } from './completions';
 import { checkModelFolder } from './modelFolder';
 import { RestartPolicy, type CrashDecision, type KnownFailure } from './restart';
-import { readSettings, serverSection, type Settings } from './settings';
+import { REMOTE_API_KEY_SECRET, readSettings, serverSection, type Settings } from './settings';
 import { describeStatus, engineFromStatus, formatDuration, lastSpeed, type EngineView } from './status';
 
 /** A load that ends sooner than this shows no notification, only the status bar. */
@@ -44,6 +45,8 @@ export class Ctx {
   lastTokensPerSecond: number | undefined;
   /** The preset the server reports in use (the workspace's choice); the setting until it does. */
   serverPreset: string | undefined;
+  /** The remote server and model, as the server reports them (k3.backend remote). */
+  remoteStatus: string | undefined;
 
   private readonly restarts = new RestartPolicy();
   private knownFailure: KnownFailure;
@@ -154,6 +157,7 @@ export class Ctx {
       engine: this.engine,
       thinking: this.thinkingShown,
       preset: this.serverPreset ?? this.settings.preset,
+      ...(this.remoteStatus ? { remote: this.remoteStatus } : {}),
       completionsEnabled: this.settings.completions.enabled,
       engineVersion: this.engineVersion,
       lastTokensPerSecond: this.lastTokensPerSecond,
@@ -191,7 +195,11 @@ export class Ctx {
     if (this.settings.modelPathIgnored) {
       this.output.warn('This workspace is not trusted: its k3.modelPath setting is ignored.');
     }
-    if (this.settings.modelPath) {
+    if (this.settings.remoteIgnored) {
+      this.output.warn('This workspace is not trusted: its k3.backend and k3.remote.endpoint settings are ignored.');
+    }
+    // With the remote backend the model folder only supplies the tokenizer, if it has one.
+    if (this.settings.modelPath && this.settings.backend === 'local') {
       const check = checkModelFolder(this.settings.modelPath);
       if (!check.ok) {
         this.setEngine({ kind: 'no-model', reason: check.problem });
@@ -202,11 +210,17 @@ export class Ctx {
     }
     this.knownFailure = undefined;
     this.setEngine({ kind: 'starting' });
-    const client = createClient(this.extension, this.settings, {
-      output: this.output,
-      completions: this.completions,
-      crashed: () => this.crashed(),
-    });
+    const apiKey = this.settings.backend === 'remote' ? await this.remoteApiKey() : undefined;
+    const client = createClient(
+      this.extension,
+      this.settings,
+      {
+        output: this.output,
+        completions: this.completions,
+        crashed: () => this.crashed(),
+      },
+      apiKey,
+    );
     this.client = client;
     client.onDidChangeState((e) => {
       if (this.client !== client) return;
@@ -263,6 +277,7 @@ export class Ctx {
   private applyStatus(status: StatusResult): void {
     this.engineVersion = status.engineVersion;
     this.serverPreset = status.preset || undefined;
+    this.remoteStatus = status.remote ? `${status.remote.endpoint}${status.remote.model ? ` (${status.remote.model})` : ''}` : undefined;
     this.lastTokensPerSecond = lastSpeed(status) ?? this.lastTokensPerSecond;
     const kind = status.error?.kind;
     this.knownFailure = kind === 'out-of-memory' || kind === 'model-missing' ? kind : undefined;
@@ -282,6 +297,8 @@ export class Ctx {
       'choose-smaller-preset': 'k3.selectPreset',
       'load-model': 'k3.restartEngine',
       'show-logs': 'k3.showLogs',
+      'set-api-key': 'k3.setRemoteApiKey',
+      'open-remote-settings': 'k3.openRemoteSettings',
       none: undefined,
     };
     const command = action ? commandOf[action.kind] : undefined;
@@ -343,6 +360,35 @@ export class Ctx {
     else if (pick && commands[pick]) void vscode.commands.executeCommand(commands[pick]);
   }
 
+  /** The remote backend's API key from SecretStorage (undefined when none is set). */
+  async remoteApiKey(): Promise<string | undefined> {
+    try {
+      return (await this.extension.secrets.get(REMOTE_API_KEY_SECRET)) || undefined;
+    } catch (e) {
+      this.output.warn(`Reading the remote API key from the secret storage failed: ${String(e)}`);
+      return undefined;
+    }
+  }
+
+  /**
+   * Keeps `key` in SecretStorage (empty: removes it) and hands it to a running server that
+   * uses the remote backend, which checks the server again with it. The key itself is never
+   * logged.
+   */
+  async setRemoteApiKey(key: string): Promise<void> {
+    if (key) await this.extension.secrets.store(REMOTE_API_KEY_SECRET, key);
+    else await this.extension.secrets.delete(REMOTE_API_KEY_SECRET);
+    this.reportedProblem = undefined;
+    if (this.settings.backend !== 'remote' || !this.client?.isRunning()) return;
+    try {
+      await this.client.sendRequest(RemoteApiKeyRequest.type, { apiKey: key });
+      await this.refreshStatus();
+    } catch (e) {
+      this.output.warn(`k3/remote/setApiKey failed: ${describeRequestError(e)}; restarting the engine with the new key`);
+      await this.restart('K3: connecting to the remote server');
+    }
+  }
+
   /** Clears k3.modelPath wherever it is set, so the embedded default model is used. */
   async useDefaultModel(): Promise<void> {
     const config = vscode.workspace.getConfiguration('k3');
@@ -361,6 +407,10 @@ export class Ctx {
     this.settings = this.readSettings();
     if (before.modelPath !== this.settings.modelPath) {
       void this.restart('K3: loading the engine with the new model folder');
+      return;
+    }
+    if (before.backend !== this.settings.backend || JSON.stringify(before.remote) !== JSON.stringify(this.settings.remote)) {
+      void this.restart(this.settings.backend === 'remote' ? 'K3: connecting to the remote server' : 'K3: loading the local engine');
       return;
     }
     if (before.preset !== this.settings.preset || before.presetExplicit !== this.settings.presetExplicit) {

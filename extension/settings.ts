@@ -1,5 +1,6 @@
 // settings.ts - the one place that reads the `k3.*` settings declared in package.json and
 // turns them into checked values (a wrong type in settings.json falls back to the default).
+// The remote backend's API key is not a setting: it lives in SecretStorage (ctx.ts).
 // It takes the configuration as an argument and imports `vscode` only for types, so it runs
 // in unit tests; it does not watch for changes (ctx.ts does).
 import type * as vscode from 'vscode';
@@ -16,8 +17,22 @@ export interface CompletionSettings {
   debounceMs: number | null;
 }
 
+export interface RemoteSettings {
+  /** Base URL of the OpenAI-compatible API. */
+  endpoint: string;
+  /** Model id; empty: the first the server lists. */
+  model: string;
+  /** Most milliseconds to wait for an answer to start or between streamed pieces. */
+  timeoutMs: number;
+}
+
 export interface Settings {
-  /** Model folder; empty means the embedded default model. */
+  /** `local`: the engine runs in the language server; `remote`: an OpenAI-compatible server. */
+  backend: 'local' | 'remote';
+  remote: RemoteSettings;
+  /** True when a workspace-level backend or endpoint was ignored because the workspace is not trusted. */
+  remoteIgnored: boolean;
+  /** Model folder; empty means the embedded default model. With the remote backend, only its tokenizer is used. */
   modelPath: string;
   /** True when a workspace-level model folder was ignored because the workspace is not trusted. */
   modelPathIgnored: boolean;
@@ -32,7 +47,13 @@ export interface Settings {
 export type ConfigurationSource = Pick<vscode.WorkspaceConfiguration, 'get' | 'inspect'>;
 
 /** Settings whose change needs the server restarted (they go in initializationOptions). */
-export const SERVER_SETTINGS = ['k3.modelPath', 'k3.preset'] as const;
+export const SERVER_SETTINGS = ['k3.modelPath', 'k3.preset', 'k3.backend', 'k3.remote.endpoint', 'k3.remote.model', 'k3.remote.timeoutMs'] as const;
+
+/** The key of the remote backend's API key in VS Code's SecretStorage (never in settings). */
+export const REMOTE_API_KEY_SECRET = 'k3.remote.apiKey';
+
+export const DEFAULT_REMOTE_ENDPOINT = 'http://127.0.0.1:8080';
+export const DEFAULT_REMOTE_TIMEOUT_MS = 60_000;
 
 const DEFAULT_DISABLED_LANGUAGES = ['plaintext', 'markdown', 'scminput'];
 
@@ -44,9 +65,19 @@ function bool(v: unknown, fallback: boolean): boolean {
   return typeof v === 'boolean' ? v : fallback;
 }
 
+/** A setting's value; in an untrusted workspace, the user's own (workspace layers ignored). */
+function trustedValue(config: ConfigurationSource, key: string, workspaceTrusted: boolean): { value: unknown; ignored: boolean } {
+  const i = config.inspect<unknown>(key);
+  const workspaceValue = i?.workspaceFolderValue ?? i?.workspaceValue;
+  if (workspaceTrusted || workspaceValue === undefined) return { value: config.get<unknown>(key), ignored: false };
+  return { value: i?.globalValue ?? i?.defaultValue, ignored: true };
+}
+
 /**
- * Reads the `k3` section. A model folder from the workspace or folder settings counts only in
- * a trusted workspace: an untrusted repository must not point the engine at files of its choosing.
+ * Reads the `k3` section. A model folder, backend or remote endpoint from the workspace or
+ * folder settings counts only in a trusted workspace: an untrusted repository must not point
+ * the engine at files of its choosing, nor send your code and API key to a server of its
+ * choosing.
  */
 export function readSettings(config: ConfigurationSource, workspaceTrusted: boolean): Settings {
   const model = config.inspect<unknown>('modelPath');
@@ -63,7 +94,18 @@ export function readSettings(config: ConfigurationSource, workspaceTrusted: bool
   const preset = config.inspect<unknown>('preset');
   const languages = config.get<unknown>('completions.disabledLanguages');
   const debounce = config.get<unknown>('completions.debounceMs');
+  const backend = trustedValue(config, 'backend', workspaceTrusted);
+  const endpoint = trustedValue(config, 'remote.endpoint', workspaceTrusted);
+  const timeout = config.get<unknown>('remote.timeoutMs');
   return {
+    backend: backend.value === 'remote' ? 'remote' : 'local',
+    remote: {
+      endpoint: str(endpoint.value, DEFAULT_REMOTE_ENDPOINT).trim() || DEFAULT_REMOTE_ENDPOINT,
+      model: str(config.get<unknown>('remote.model'), '').trim(),
+      timeoutMs:
+        typeof timeout === 'number' && Number.isFinite(timeout) ? Math.min(3_600_000, Math.max(1000, Math.round(timeout))) : DEFAULT_REMOTE_TIMEOUT_MS,
+    },
+    remoteIgnored: backend.ignored || endpoint.ignored,
     modelPath: modelPath.trim(),
     modelPathIgnored,
     preset: str(config.get<unknown>('preset'), 'auto') || 'auto',

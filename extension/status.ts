@@ -23,6 +23,8 @@ export interface StatusInput {
   engineVersion?: string;
   /** Decode speed of the last completion or reply, tokens per second. */
   lastTokensPerSecond?: number;
+  /** The remote server completions and chat go to (k3.backend remote), as the status names it. */
+  remote?: string;
   now: number;
 }
 
@@ -138,7 +140,7 @@ export function describeStatus(input: StatusInput): StatusView {
     }
   }
   const facts = [
-    `Preset: ${input.preset}`,
+    input.remote ? `Remote: ${input.remote} (presets apply to the local engine only)` : `Preset: ${input.preset}`,
     `Last speed: ${input.lastTokensPerSecond !== undefined ? `${input.lastTokensPerSecond.toFixed(1)} tokens/s` : 'none yet'}`,
     `Completions: ${input.completionsEnabled ? 'on' : 'off'}`,
   ];

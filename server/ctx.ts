@@ -1,6 +1,7 @@
 // ctx.ts - the server's one context object: the connection and documents, the settings and
-// initialization options, the workspace store, the scheduler, the engine host, and the
-// features (completions, chat, status) that every handler reaches through it. It wires
+// initialization options, the workspace store, the scheduler, the engine host (or the
+// remote backend that replaces it), and the features (completions, chat, status) that
+// every handler reaches through it. It wires
 // them together and keeps the few cross-cutting decisions (which preset, where files go,
 // what a settings change resets); the behaviour lives in the modules it holds.
 import type { Connection, InitializeParams } from 'vscode-languageserver';
@@ -21,6 +22,7 @@ import {
 } from './protocol';
 import { Scheduler } from './scheduler';
 import { DEFAULT_SETTINGS, mergeSettings } from './settings';
+import { RemoteBackend } from './remote/backend';
 import { StatusReporter } from './status';
 import { WorkspaceStore } from './state/store';
 
@@ -41,6 +43,9 @@ export class ServerCtx {
   readonly documents = new Documents();
   /** Receives the progress of the load in flight (its work-done progress). */
   loadProgressSink: ((p: LoadProgress) => void) | undefined;
+  /** The remote server completions and chat go to (initializationOptions.backend `remote`);
+   * undefined: the local engine. */
+  remote: RemoteBackend | undefined;
 
   constructor(readonly connection: Connection) {
     this.status = new StatusReporter(this);
@@ -67,6 +72,20 @@ export class ServerCtx {
       preset: typeof opts.preset === 'string' && opts.preset ? opts.preset : undefined,
     };
     this.settings = mergeSettings(DEFAULT_SETTINGS, opts.settings);
+    if (opts.backend === 'remote') {
+      const r = opts.remote ?? { endpoint: '' };
+      this.init.backend = 'remote';
+      this.remote = new RemoteBackend(
+        {
+          endpoint: typeof r.endpoint === 'string' ? r.endpoint : '',
+          ...(typeof r.model === 'string' && r.model ? { model: r.model } : {}),
+          ...(typeof r.apiKey === 'string' && r.apiKey ? { apiKey: r.apiKey } : {}),
+          ...(typeof r.timeoutMs === 'number' && Number.isFinite(r.timeoutMs) && r.timeoutMs > 0 ? { timeoutMs: r.timeoutMs } : {}),
+        },
+        this.init.modelPath || undefined,
+        { changed: () => this.status.changed(), log: (m) => this.log(m) },
+      );
+    }
     this.clientProgress = params.capabilities?.window?.workDoneProgress === true;
     const folders = params.workspaceFolders ?? [];
     const uris = folders.length ? folders.map((f) => f.uri) : params.rootUri ? [params.rootUri] : [];

@@ -11,6 +11,8 @@ const ACTIONS: Record<K3Action['kind'], string> = {
   'choose-smaller-preset': 'Choose a Smaller Preset…',
   'load-model': 'Load the Model',
   'show-logs': 'Show Logs',
+  'set-api-key': 'Set Remote API Key…',
+  'open-remote-settings': 'Open Remote Settings',
   none: '',
 };
 
@@ -30,6 +32,13 @@ const KINDS: Record<K3ErrorKind, { code: number; action: K3Action['kind'] }> = {
   'invalid-request': { code: ErrorCodes.InvalidParams, action: 'none' },
   'state-incompatible': { code: K3ErrorCodes.EngineFailed, action: 'none' },
   'file-corrupt': { code: K3ErrorCodes.EngineFailed, action: 'none' },
+  // The remote backend's failures use the local engine's codes: no engine to answer, a
+  // missing model, a failure.
+  'remote-unreachable': { code: K3ErrorCodes.NoModel, action: 'open-remote-settings' },
+  'remote-unauthorized': { code: K3ErrorCodes.NoModel, action: 'set-api-key' },
+  'remote-model-missing': { code: K3ErrorCodes.ModelMissing, action: 'open-remote-settings' },
+  'remote-timeout': { code: K3ErrorCodes.EngineFailed, action: 'open-remote-settings' },
+  'remote-failed': { code: K3ErrorCodes.EngineFailed, action: 'show-logs' },
 };
 
 /** A failure the user can act on: what happened, and the action that helps. */

@@ -25,9 +25,13 @@ import {
   ModelUnloadRequest,
   PresetsListRequest,
   PresetsSetRequest,
+  RemoteApiKeyRequest,
   StateClearRequest,
   StatusRequest,
 } from './protocol';
+
+/** What the preset list says with a remote backend. */
+const LOCAL_ONLY_PRESETS = 'Memory presets apply to the local engine only; completions and chat now go to the remote server (k3.backend).';
 
 /** Runs a handler body, turning whatever it throws into the protocol's error. */
 function answer<P, R>(body: (params: P, token: CancellationToken) => R | Promise<R>) {
@@ -109,6 +113,10 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
 
   connection.onInitialized(() => {
     ctx.status.enable();
+    if (ctx.remote) {
+      void ctx.remote.start().catch((e: Error) => ctx.log(`remote backend: ${e.message}`));
+      return;
+    }
     const modelPath = ctx.init.modelPath;
     if (!modelPath) {
       ctx.host.problem = { kind: 'no-model', action: { kind: 'choose-model-folder', title: 'Choose Model Folder…' }, message: 'No model folder is set.' };
@@ -135,14 +143,18 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
 
   connection.onRequest(StatusRequest.type, () => ctx.status.snapshot());
 
-  connection.onRequest(PresetsListRequest.type, answer0(() => ({ presets: ctx.presets(), current: ctx.preset })));
+  connection.onRequest(
+    PresetsListRequest.type,
+    answer0(() => ({ presets: ctx.presets(), current: ctx.preset, ...(ctx.remote ? { note: LOCAL_ONLY_PRESETS } : {}) })),
+  );
 
   connection.onRequest(
     PresetsSetRequest.type,
     answer(async (params) => {
       const preset = ctx.checkPreset(params?.preset);
       ctx.store.updateWorkspace({ preset });
-      const reload = ctx.host.loaded?.modelPath;
+      // With a remote backend the choice is kept for when the local engine is used again.
+      const reload = ctx.remote ? undefined : ctx.host.loaded?.modelPath;
       if (reload) await loadModel(ctx, reload, await serverProgress(ctx));
       return { preset, reloaded: reload !== undefined };
     }),
@@ -152,6 +164,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
     ModelLoadRequest.type,
     answer(async (params, token) => {
       const p = params ?? {};
+      if (ctx.remote) throw invalidRequest('k3/model/load applies to the local engine only; this server uses the remote backend (k3.backend)');
       if (p.modelPath !== undefined && typeof p.modelPath !== 'string') throw invalidRequest('k3/model/load: modelPath must be a string');
       const modelPath = p.modelPath || ctx.init.modelPath;
       if (!modelPath) throw invalidRequest('k3/model/load: no modelPath given and none in initializationOptions');
@@ -167,6 +180,15 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
     answer0(async () => {
       await ctx.host.unload();
       return null;
+    }),
+  );
+
+  connection.onRequest(
+    RemoteApiKeyRequest.type,
+    answer(async (params) => {
+      if (!ctx.remote) throw invalidRequest('k3/remote/setApiKey: this server uses the local engine (k3.backend is local)');
+      if (typeof params?.apiKey !== 'string') throw invalidRequest('k3/remote/setApiKey: apiKey must be a string');
+      return { phase: await ctx.remote.setApiKey(params.apiKey) };
     }),
   );
 
@@ -187,6 +209,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
   );
 
   connection.onShutdown(() => {
+    ctx.remote?.dispose();
     ctx.status.dispose();
     ctx.scheduler.cancelAll();
   });

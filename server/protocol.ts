@@ -19,6 +19,26 @@ export interface InitializationOptions {
   preset?: string;
   /** The `k3` settings section (the same shape `workspace/didChangeConfiguration` sends). */
   settings?: SettingsSection;
+  /** `local` (default): the engine runs in this process. `remote`: completions and chat go to
+   * an OpenAI-compatible server (`remote`); modelPath then only supplies the tokenizer. */
+  backend?: BackendKind;
+  /** The remote server, when `backend` is `remote`. */
+  remote?: RemoteOptions;
+}
+
+export type BackendKind = 'local' | 'remote';
+
+export interface RemoteOptions {
+  /** Base URL of the OpenAI-compatible API, e.g. `http://127.0.0.1:8080` or `https://host/v1`
+   * (`/v1` is added when the path does not end with it). */
+  endpoint: string;
+  /** The model id to ask for; empty or absent: the first one `GET /v1/models` lists. */
+  model?: string;
+  /** Sent as `Authorization: Bearer <apiKey>`; never logged. */
+  apiKey?: string;
+  /** Most milliseconds to wait for a connection, for the response to start, or between two
+   * streamed events (default 60000). */
+  timeoutMs?: number;
 }
 
 export interface CompletionSettings {
@@ -107,11 +127,16 @@ export type K3ErrorKind =
   | 'unknown-conversation'
   | 'invalid-request'
   | 'state-incompatible'
-  | 'file-corrupt';
+  | 'file-corrupt'
+  | 'remote-unreachable'
+  | 'remote-unauthorized'
+  | 'remote-model-missing'
+  | 'remote-timeout'
+  | 'remote-failed';
 
 /** What the user can do about a failure; the extension shows it as a button. */
 export interface K3Action {
-  kind: 'choose-model-folder' | 'choose-smaller-preset' | 'load-model' | 'show-logs' | 'none';
+  kind: 'choose-model-folder' | 'choose-smaller-preset' | 'load-model' | 'show-logs' | 'set-api-key' | 'open-remote-settings' | 'none';
   title: string;
 }
 
@@ -212,6 +237,17 @@ export interface StatusResult {
   queued: { completion: number; chat: number };
   lastCompletion?: CompletionStats;
   lastChat?: ChatTurnStats;
+  /** Present when completions and chat go to a remote server (`backend: remote`). */
+  remote?: RemoteStatus;
+}
+
+export interface RemoteStatus {
+  /** The API's base URL (credentials in it removed). */
+  endpoint: string;
+  /** The model id in use (the configured one, or the first the server lists). */
+  model?: string;
+  /** Whether prompts go as token ids (a local tokenizer is known) or as text. */
+  prompts: 'ids' | 'text';
 }
 
 /** `k3/status`: what the engine is doing now. Answered at once, even while it works. */
@@ -245,6 +281,9 @@ export interface PresetsListResult {
   presets: PresetInfo[];
   /** The preset in use (the workspace's saved choice). */
   current: string;
+  /** Said to the user with the list: with a remote backend, that presets apply to the local
+   * engine only. */
+  note?: string;
 }
 
 /** `k3/presets/list`. */
@@ -268,6 +307,20 @@ export interface PresetsSetResult {
 export namespace PresetsSetRequest {
   export const method = 'k3/presets/set' as const;
   export const type = new RequestType<PresetsSetParams, PresetsSetResult, K3ErrorData>(method);
+}
+
+// ---- Remote backend ------------------------------------------------------------------------
+
+export interface RemoteApiKeyParams {
+  /** The new key; empty: none. */
+  apiKey: string;
+}
+
+/** `k3/remote/setApiKey`: replaces the API key of the remote backend (the extension keeps it in
+ * SecretStorage) and checks the server again. Resolves with the phase after the check. */
+export namespace RemoteApiKeyRequest {
+  export const method = 'k3/remote/setApiKey' as const;
+  export const type = new RequestType<RemoteApiKeyParams, { phase: EnginePhase }, K3ErrorData>(method);
 }
 
 // ---- Model ---------------------------------------------------------------------------------

@@ -4,11 +4,18 @@
 // a long chat reply cannot starve completions nor the reverse. A Job can be cancelled at
 // any moment: waiting, it leaves the queue; running, its session is cancelled and the
 // engine stops within one forward pass. It knows nothing about prompts or results.
-import type { Session } from './engine/engine';
 import { Cancelled } from './errors';
 import type { JobStatus } from './protocol';
 
 export type Lane = 'completion' | 'chat';
+
+/** What a running job's work can be told: an engine Session, or a remote request. */
+export interface JobTarget {
+  /** Ends the work now; it rejects with Cancelled. */
+  cancel(): void;
+  /** Ends generation after the current token; the work resolves with what it has. */
+  stop(): void;
+}
 
 /** One request's work on the engine: a series of slices, cancellable as a whole. */
 export class Job {
@@ -18,8 +25,8 @@ export class Job {
   tokens = 0;
   private reason: 'cancelled' | 'superseded' | undefined;
   private stopRequested = false;
-  /** The session running this job's slice now, if any. */
-  active: Session | undefined;
+  /** The session (or remote request) running this job's work now, if any. */
+  active: JobTarget | undefined;
   /** Rejects this job's wait for a turn (set while it waits). */
   abortWait: ((e: Error) => void) | undefined;
   /** Tokens counted when the cancellation was asked for (see CompletionStats). */
@@ -95,9 +102,10 @@ export class Scheduler {
     return this.owner ?? undefined;
   }
 
-  queued(): { completion: number; chat: number } {
+  /** Jobs waiting, per lane; `working` tells which jobs run outside slices (remote requests). */
+  queued(working: (j: Job) => boolean = () => false): { completion: number; chat: number } {
     const q = { completion: 0, chat: 0 };
-    for (const j of this.jobs) if (j !== this.owner) q[j.lane]++;
+    for (const j of this.jobs) if (j !== this.owner && !working(j)) q[j.lane]++;
     return q;
   }
 
@@ -124,7 +132,7 @@ export class Scheduler {
 
   /** Runs `call` on `session` for `job` when it is the job's turn. Rejects with Cancelled
    * when the job is cancelled before its turn; a cancel during the call reaches the engine. */
-  async slice<T>(job: Job, session: Session, call: () => Promise<T>): Promise<T> {
+  async slice<T>(job: Job, session: JobTarget, call: () => Promise<T>): Promise<T> {
     job.throwIfCancelled();
     await this.acquire(job);
     try {

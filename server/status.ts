@@ -1,6 +1,6 @@
-// status.ts - what k3/status answers and k3/didChangeStatus announces: the engine's phase,
-// the load's progress, the job running now, the queue, and the last completion and chat
-// turn as measured. Notifications are coalesced: at once when the phase or the running
+// status.ts - what k3/status answers and k3/didChangeStatus announces: the engine's phase
+// (or the remote backend's), the load's progress, the job running now, the queue, and the
+// last completion and chat turn as measured. Notifications are coalesced: at once when the phase or the running
 // job changes, otherwise at most every NOTIFY_MS.
 import { loadAddon } from './engine/addon';
 import type { ServerCtx } from './ctx';
@@ -25,7 +25,22 @@ export class StatusReporter {
   }
 
   snapshot(now = Date.now()): StatusResult {
-    const { host, scheduler } = this.ctx;
+    const { host, scheduler, remote } = this.ctx;
+    if (remote) {
+      const job = remote.running(now);
+      const r: StatusResult = {
+        engineVersion: loadAddon().version(),
+        phase: remote.phase === 'ready' && job ? 'busy' : remote.phase,
+        preset: this.ctx.preset,
+        queued: scheduler.queued((j) => remote.isRunning(j)),
+        remote: remote.status(),
+      };
+      if (remote.problem && remote.phase !== 'ready') r.error = remote.problem;
+      if (job) r.job = job;
+      if (this.lastCompletion) r.lastCompletion = this.lastCompletion;
+      if (this.lastChat) r.lastChat = this.lastChat;
+      return r;
+    }
     const running = scheduler.running;
     const s: StatusResult = {
       engineVersion: loadAddon().version(),

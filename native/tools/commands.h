@@ -17,6 +17,9 @@ int bench_main(int argc, char **argv);
 /* `k3 draft-replay ...`: the drafter against a known continuation (cmd_draft_replay.c). */
 int draft_replay_main(int argc, char **argv);
 
+/* `k3 serve MODEL_DIR ...`: the engine behind the OpenAI-compatible HTTP API (cmd_serve.c). */
+int serve_main(int argc, char **argv);
+
 /* `k3 tokenize --tok DIR ...` and `k3 detokenize --tok DIR --ids ...` (tools/cmd_tokenize.c). */
 int tokenize_main(int argc, char **argv);
 int detokenize_main(int argc, char **argv);

@@ -5,7 +5,8 @@
 // if the reply was cut, decodes it to its end and saves the state, so the next turn, even
 // after a restart, costs only its new message. History and state files go through
 // state/store.ts. A saved state that cannot be used is set aside and the turn goes on from
-// the history, saying so in its warnings.
+// the history, saying so in its warnings. With a remote backend a turn goes to the remote
+// server instead (server/remote/chat.ts) and is recorded the same way, without engine state.
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -24,6 +25,7 @@ import {
   type K3Problem,
 } from '../protocol';
 import { Job } from '../scheduler';
+import { remoteTurn } from '../remote/chat';
 import type { StoredConversation, StoredMessage } from '../state/store';
 
 /** Drafting material: the last this many tokens of the conversation. */
@@ -105,7 +107,8 @@ export class ChatService {
 
   async send(raw: unknown, token: CancellationToken): Promise<ChatSendResult> {
     const params = checkSendParams(raw);
-    const engine = this.ctx.host.ready();
+    const remote = this.ctx.remote;
+    const engine = remote ? undefined : this.ctx.host.ready();
     const { store, settings } = this.ctx;
     const now = Date.now();
     let conv: StoredConversation;
@@ -138,10 +141,29 @@ export class ChatService {
     const messageId = crypto.randomUUID();
     const warnings: K3Problem[] = [];
     const maxTokens = params.maxTokens ?? settings.chat.maxTokens;
-    const { renderer } = engine;
     const host = this.ctx.host;
     try {
       const result = await this.ctx.scheduler.run(job, async (): Promise<ChatSendResult> => {
+        if (remote) {
+          const reply = await remoteTurn(remote, job, {
+            conversation: conv,
+            userMessage,
+            maxTokens,
+            generating: () => (turn.generating = true),
+            onDelta: (channel, text, tokens) => this.stream(conv.id, messageId, channel, text, tokens),
+          });
+          const assistant: StoredMessage = {
+            id: messageId,
+            role: 'assistant',
+            content: reply.content,
+            reasoning: reply.reasoning,
+            createdAt: Date.now(),
+            stopReason: reply.stopReason,
+          };
+          return this.recordRemoteTurn(conv, userMessage, assistant, reply.stats, warnings);
+        }
+        if (!engine) throw new Error('no engine for a local chat turn');
+        const { renderer } = engine;
         const thinking = conv.thinking;
         const previous = renderer.render(conv.messages, { thinking, generationPrompt: false });
         const prompt = renderer.render([...conv.messages, userMessage], { thinking, generationPrompt: true });
@@ -263,6 +285,29 @@ export class ChatService {
       onCancel.dispose();
       this.active.delete(conv.id);
     }
+  }
+
+  /** Records a turn a remote server answered. A saved engine state stays: the local engine's
+   * rendering of the longer conversation still starts with what it holds. */
+  private recordRemoteTurn(
+    conv: StoredConversation,
+    userMessage: StoredMessage,
+    assistant: StoredMessage,
+    stats: ChatTurnStats,
+    warnings: K3Problem[],
+  ): ChatSendResult {
+    const { store, settings } = this.ctx;
+    conv.messages.push(userMessage, assistant);
+    conv.updatedAt = Date.now();
+    store.put(conv);
+    store.enforceLimits(settings.state.maxBytes, settings.state.maxConversations, conv.id);
+    this.ctx.status.lastChat = stats;
+    this.ctx.log(
+      `chat turn (remote): prompt ${stats.promptTokens} tokens, reused ${stats.reusedTokens}, ` +
+        `prefilled ${stats.prefilledTokens}, generated ${stats.generatedTokens} (${assistant.stopReason})`,
+    );
+    this.ctx.status.changed();
+    return { conversationId: conv.id, userMessage: publicMessage(userMessage), message: publicMessage(assistant), stats, warnings };
   }
 
   private stream(conversationId: string, messageId: string, channel: 'reasoning' | 'content', text: string, tokens: number): void {

@@ -1,7 +1,8 @@
 // service.ts - textDocument/inlineCompletion: cache first (type-through), else lay out the
-// prompt (layout.ts), prefill it with checkpoints at its stable boundaries, generate
-// greedily with the text after the cursor and the extra context as drafting material,
-// stop as soon as post-processing says more text cannot matter, and remember the result.
+// prompt (layout.ts) and hand it to the backend (backend.ts: the local engine prefills it
+// with checkpoints at its stable boundaries and generates greedily with the text after the
+// cursor and the extra context as drafting material; or a remote server), stop as soon as
+// post-processing says more text cannot matter, and remember the result.
 // A new request cancels the previous one (cancel-previous); $/cancelRequest cancels in the
 // engine. Each request's numbers (reused, prefilled, generated tokens) go to the status.
 import * as crypto from 'node:crypto';
@@ -10,6 +11,7 @@ import type { ServerCtx } from '../ctx';
 import { Cancelled, engineFailure, invalidRequest } from '../errors';
 import type { CompletionStats } from '../protocol';
 import { Job } from '../scheduler';
+import { type CompletionBackend, localCompletionBackend } from './backend';
 import { CompletionCache } from './cache';
 import { COMPLETION_MARGIN } from '../engine/host';
 import { layoutPrompt } from './layout';
@@ -34,13 +36,13 @@ export class CompletionService {
       throw invalidRequest('textDocument/inlineCompletion needs textDocument.uri and an integer position');
     }
     const doc = this.ctx.documents.get(uri);
+    const backend = this.backend();
     // Nothing to complete yet: an empty list, not an error (the status says why).
-    if (!doc || !this.ctx.host.loaded) return { items: [] };
-    const engine = this.ctx.host.loaded;
+    if (!doc || !backend) return { items: [] };
     const settings = this.ctx.settings.completions;
     const offset = doc.offsetAt(pos);
     const chunks = this.ctx.ring.snapshot(uri, t0);
-    const layout = layoutPrompt(engine.tokenizer, {
+    const layout = layoutPrompt(backend.encoder, {
       path: this.ctx.ring.displayPath(uri),
       languageId: doc.languageId,
       text: doc.getText(),
@@ -49,7 +51,7 @@ export class CompletionService {
       // The session was sized at load; a larger budget set since cannot use more.
       maxPromptTokens: Math.max(
         COMPLETION_MARGIN,
-        Math.min(settings.maxPromptTokens, engine.completion.maxContext - settings.maxTokens - COMPLETION_MARGIN),
+        Math.min(settings.maxPromptTokens, backend.maxContext - settings.maxTokens - COMPLETION_MARGIN),
       ),
       maxContextTokens: settings.maxContextTokens,
     });
@@ -62,7 +64,7 @@ export class CompletionService {
     };
     const base = crypto
       .createHash('sha1')
-      .update(JSON.stringify([engine.fingerprint, layout.chunkKeys, this.ctx.ring.id, layout.fileText, layout.lineSuffix, layout.nextLines, settings]))
+      .update(JSON.stringify([backend.fingerprint, layout.chunkKeys, this.ctx.ring.id, layout.fileText, layout.lineSuffix, layout.nextLines, settings]))
       .digest('hex');
     const range = { start: pos, end: pos };
 
@@ -82,29 +84,20 @@ export class CompletionService {
     stats.promptTokens = layout.ids.length;
     try {
       const text = await this.ctx.scheduler.run(job, async () => {
-        const es = engine.completion;
-        const prefill = await es.prefill(job, layout.ids, [layout.contextEnd, layout.stableEnd, layout.ids.length]);
-        stats.reusedTokens = prefill.reused;
-        stats.prefilledTokens = prefill.prefilled;
-        stats.prefillMs = prefill.ms;
-        const stops = new Set(engine.renderer.stopIds);
-        const stream = engine.tokenizer.stream();
         let raw = '';
-        const gen = await es.generate(job, layout.ids, {
-          maxTokens: settings.maxTokens,
-          specMax: this.ctx.settings.engine.speculation,
-          stopIds: engine.renderer.stopIds,
-          contextIds: layout.draftIds,
-          onTokens: (ids) => {
-            for (const id of ids) if (!stops.has(id)) raw += stream.push(id);
-            if (postprocess(raw, ppInput).final) job.stop();
+        await backend.run(
+          job,
+          {
+            layout,
+            maxTokens: settings.maxTokens,
+            specMax: this.ctx.settings.engine.speculation,
+            onText: (t) => {
+              raw += t;
+              if (postprocess(raw, ppInput).final) job.stop();
+            },
           },
-        });
-        raw += stream.end();
-        stats.generatedTokens = gen.ids.length;
-        stats.draftedTokens = gen.drafted;
-        stats.acceptedTokens = gen.accepted;
-        stats.generateMs = gen.ms;
+          stats,
+        );
         return postprocess(raw, ppInput).text;
       });
       stats.outcome = 'done';
@@ -129,6 +122,13 @@ export class CompletionService {
       onCancel.dispose();
       if (this.current === job) this.current = undefined;
     }
+  }
+
+  /** What runs completions now: the remote server, or the loaded local engine (none while
+   * it loads). */
+  private backend(): CompletionBackend | undefined {
+    if (this.ctx.remote) return this.ctx.remote.completionBackend();
+    return this.ctx.host.loaded ? localCompletionBackend(this.ctx.host.loaded) : undefined;
   }
 
   private record(stats: CompletionStats): void {

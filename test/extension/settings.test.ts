@@ -1,6 +1,6 @@
 // settings.test.ts - extension/settings.ts reads the `k3` section into checked values: the
-// defaults, wrong types falling back, the debounce clamped, and a workspace model folder
-// ignored in an untrusted workspace.
+// defaults, wrong types falling back, the debounce clamped, and a workspace model folder,
+// backend or remote endpoint ignored in an untrusted workspace.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { readSettings, type ConfigurationSource } from '../../extension/settings';
@@ -30,6 +30,9 @@ function config(values: Record<string, Layers>): ConfigurationSource {
 test('an empty configuration gives the documented defaults', () => {
   const s = readSettings(config({}), true);
   assert.deepEqual(s, {
+    backend: 'local',
+    remote: { endpoint: 'http://127.0.0.1:8080', model: '', timeoutMs: 60000 },
+    remoteIgnored: false,
     modelPath: '',
     modelPathIgnored: false,
     preset: 'auto',
@@ -94,4 +97,37 @@ test('a workspace model folder counts only in a trusted workspace', () => {
   const userOnly = readSettings(config({ modelPath: { default: '', global: '/home/me/k3' } }), false);
   assert.equal(userOnly.modelPath, '/home/me/k3');
   assert.equal(userOnly.modelPathIgnored, false);
+});
+
+test('the remote backend settings are read and checked', () => {
+  const s = readSettings(
+    config({
+      backend: { global: 'remote' },
+      'remote.endpoint': { global: '  https://gpu.example/v1  ' },
+      'remote.model': { global: ' moonshotai/Kimi-K3 ' },
+      'remote.timeoutMs': { global: 12.4 },
+    }),
+    true,
+  );
+  assert.equal(s.backend, 'remote');
+  assert.deepEqual(s.remote, { endpoint: 'https://gpu.example/v1', model: 'moonshotai/Kimi-K3', timeoutMs: 1000 });
+  const odd = readSettings(config({ backend: { global: 'cloud' }, 'remote.endpoint': { global: 3 }, 'remote.timeoutMs': { global: 'soon' } }), true);
+  assert.equal(odd.backend, 'local');
+  assert.equal(odd.remote.endpoint, 'http://127.0.0.1:8080');
+  assert.equal(odd.remote.timeoutMs, 60000);
+});
+
+test('a workspace backend or remote endpoint counts only in a trusted workspace: an untrusted repository cannot send code elsewhere', () => {
+  const values = {
+    backend: { default: 'local', workspace: 'remote' },
+    'remote.endpoint': { default: 'http://127.0.0.1:8080', global: 'http://10.0.0.5:8000', folder: 'http://evil.example' },
+  };
+  const trusted = readSettings(config(values), true);
+  assert.equal(trusted.backend, 'remote');
+  assert.equal(trusted.remote.endpoint, 'http://evil.example');
+  assert.equal(trusted.remoteIgnored, false);
+  const untrusted = readSettings(config(values), false);
+  assert.equal(untrusted.backend, 'local');
+  assert.equal(untrusted.remote.endpoint, 'http://10.0.0.5:8000');
+  assert.equal(untrusted.remoteIgnored, true);
 });

@@ -27,6 +27,12 @@ test('each engine state has its own status text, and the tooltip carries the pre
   assert.equal(formatDuration(3_700_000), '1h 01m');
 });
 
+test('with the remote backend the tooltip names the server and says presets apply to the local engine only', () => {
+  const remote = describeStatus({ ...base, remote: 'http://gpu:8000/v1 (kimi-k3)' });
+  assert.match(remote.ariaLabel, /Remote: http:\/\/gpu:8000\/v1 \(kimi-k3\) \(presets apply to the local engine only\)\./);
+  assert.doesNotMatch(remote.ariaLabel, /Preset: laptop/);
+});
+
 const status = (over: Partial<StatusResult>): StatusResult => ({ engineVersion: '0.1.0', phase: 'ready', preset: 'auto', queued: { completion: 0, chat: 0 }, ...over });
 
 test('a k3/status answer becomes the engine state, with load progress and the problem action', () => {

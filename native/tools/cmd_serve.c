@@ -1,0 +1,1476 @@
+/* cmd_serve.c - `k3 serve MODEL_DIR`: the local engine behind the OpenAI-compatible HTTP
+ * API, for other tools and for k3-code's remote backend. One model, one context, one
+ * request on the engine at a time; others wait in a bounded FIFO queue, and past it are
+ * refused with 429 (503 past the connection limit or while shutting down). Routes:
+ * GET /health, GET /v1/models, POST /v1/completions, POST /v1/chat/completions, with
+ * server-sent-event streaming. Decoding is greedy; stop ids are [EOS] and <|end_of_msg|>;
+ * chat prompts are rendered in the K3 format by tools/chat.c exactly as the language
+ * server renders them. Every request syncs the context to its prompt (k3_sync), so a
+ * prompt sharing a prefix with an earlier one prefills only the rest, and checkpoints its
+ * end (plus any `k3_checkpoints` positions it names). A client that disconnects cancels
+ * its request, waiting or running. Binds 127.0.0.1 unless asked otherwise, and refuses a
+ * non-loopback address without --allow-non-loopback. Options are described by cli_usage()
+ * in k3.c. It does not sample, batch requests, serve several models, or speak TLS. */
+#include <arpa/inet.h>
+#include <errno.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "chat.h"
+#include "commands.h"
+#include "http.h"
+#include "json.h"
+#include "k3.h"
+#include "run_memory.h"
+#include "strbuf.h"
+
+#define READ_TIMEOUT_MS 30000    /* a whole request must arrive within this */
+#define SEND_TIMEOUT_S 10        /* a client that stops reading is dropped after this */
+#define LINGER_MS 1000           /* gentle close: how long to drain what the peer still sends */
+#define WATCH_MS 50              /* how often a running request looks at its client */
+#define MIRRORED_CHECKPOINTS 64  /* prefixes remembered as checkpointed */
+#define MAX_STOP_STRINGS 4
+#define MAX_REQUEST_CHECKPOINTS 16
+#define THREAD_STACK_BYTES (1024 * 1024)
+
+typedef struct serve_options {
+    const char *model_dir, *host, *model_name, *tok_dir;
+    int port, threads, batch, max_context, queue, max_connections, spec, checkpoint_mb;
+    long long max_body;
+    int allow_non_loopback;
+    run_memory memory;
+} serve_options;
+
+/* One request waiting for the engine. */
+typedef struct waiter {
+    struct waiter *next;
+    int granted;
+} waiter;
+
+typedef struct server {
+    serve_options o;
+    k3_model *model;
+    k3_context *ctx;
+    k3_tokenizer *tok;
+    chat_format fmt;
+    int vocab;
+    const char *api_key; /* K3_API_KEY; NULL: no authentication */
+    char model_name[256];
+    int listen_fd;
+    time_t started;
+
+    pthread_mutex_t mu; /* guards everything below */
+    pthread_cond_t cv;
+    int busy;              /* a request holds the engine */
+    waiter *head, *tail;   /* FIFO of requests waiting for it */
+    int n_waiting;
+    int connections;       /* connection threads alive */
+    unsigned long served, refused;
+    int checkpoints;          /* the context's checkpoints after the last request */
+    size_t checkpoint_bytes;
+    unsigned long next_id;
+    struct {
+        int len;
+        uint64_t hash;
+    } mirror[MIRRORED_CHECKPOINTS]; /* prefixes checkpointed (engine-owner only) */
+    int n_mirror, mirror_next;
+} server;
+
+static atomic_int stopping; /* set by SIGINT / SIGTERM */
+
+static void on_signal(int sig) {
+    (void)sig;
+    atomic_store(&stopping, 1);
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(int ms) { poll(NULL, 0, ms); }
+
+/* ---- options ---------------------------------------------------------------------------- */
+
+static int usage_error(const char *fmt, const char *arg) {
+    fprintf(stderr, "k3 serve: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n\n");
+    cli_usage(stderr);
+    return 2;
+}
+
+static int parse_ll(const char *s, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    const long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* 0 to go on, else the exit status (-1: done, exit 0). */
+static int parse_options(int argc, char **argv, serve_options *o) {
+    if (argc < 2 || argv[1][0] == '-')
+        return usage_error("%s", "usage: k3 serve MODEL_DIR [--port N] [--host ADDR] [options]");
+    *o = (serve_options){.model_dir = argv[1], .host = "127.0.0.1", .port = 8080, .threads = 1, .batch = 32,
+                         .max_context = 8192, .queue = 16, .max_connections = 128, .spec = 8, .checkpoint_mb = 256,
+                         .max_body = 16LL << 20};
+    run_memory_init(&o->memory);
+    for (int i = 2; i < argc; i++) {
+        const int mem = run_memory_option(&o->memory, argc, argv, &i, o->model_dir);
+        if (mem < 0)
+            return 2;
+        if (mem == 2)
+            return -1;
+        if (mem)
+            continue;
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--allow-non-loopback")) {
+            o->allow_non_loopback = 1;
+            continue;
+        }
+        const char **text = !strcmp(a, "--host")         ? &o->host
+                            : !strcmp(a, "--model-name") ? &o->model_name
+                            : !strcmp(a, "--tok")        ? &o->tok_dir
+                                                         : NULL;
+        struct {
+            const char *name;
+            long long lo, hi;
+        } const ints[] = {{"--port", 0, 65535},          {"--threads", 1, 1024},     {"--batch", 1, 4096},
+                          {"--ctx", 16, 1 << 24},        {"--queue", 0, 4096},       {"--max-connections", 1, 4096},
+                          {"--spec", 0, 16},             {"--checkpoint-mb", 0, 1 << 20},
+                          {"--max-body", 1024, 1LL << 34}};
+        long long *ll = NULL;
+        int k = -1;
+        for (int j = 0; j < (int)(sizeof ints / sizeof ints[0]); j++)
+            if (!strcmp(a, ints[j].name))
+                k = j;
+        if (!text && k < 0)
+            return usage_error("unknown option '%s'", a);
+        if (!v)
+            return usage_error("%s needs a value", a);
+        i++;
+        if (text) {
+            *text = v;
+            continue;
+        }
+        long long value;
+        if (parse_ll(v, ints[k].lo, ints[k].hi, &value))
+            return usage_error("bad value '%s'", v);
+        int *targets[] = {&o->port,  &o->threads, &o->batch,        &o->max_context,
+                          &o->queue, &o->max_connections, &o->spec, &o->checkpoint_mb};
+        if (k == 8)
+            ll = &o->max_body;
+        if (ll)
+            *ll = value;
+        else
+            *targets[k] = (int)value;
+    }
+    return 0;
+}
+
+/* The address to bind for `host`; refuses (exit 2) a non-loopback one unless allowed. */
+static int resolve_host(const serve_options *o, struct sockaddr_storage *addr, socklen_t *len) {
+    memset(addr, 0, sizeof *addr);
+    const char *host = !strcmp(o->host, "localhost") ? "127.0.0.1" : o->host;
+    struct sockaddr_in *v4 = (struct sockaddr_in *)addr;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)addr;
+    int loopback;
+    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)o->port);
+        *len = sizeof *v4;
+        loopback = (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+    } else if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)o->port);
+        *len = sizeof *v6;
+        static const unsigned char one[16] = {[15] = 1};
+        loopback = !memcmp(&v6->sin6_addr, one, 16);
+    } else {
+        fprintf(stderr, "k3 serve: --host %s: not a numeric IPv4 or IPv6 address (or localhost)\n", o->host);
+        return 2;
+    }
+    if (!loopback && !o->allow_non_loopback) {
+        fprintf(stderr,
+                "k3 serve: refusing to listen on %s, which is not a loopback address: anyone who can reach it could use "
+                "the model. Pass --allow-non-loopback to do it anyway (and set K3_API_KEY).\n",
+                o->host);
+        return 2;
+    }
+    return 0;
+}
+
+/* ---- responses -------------------------------------------------------------------------- */
+
+typedef struct conn {
+    server *s;
+    int fd;
+    double t0;
+    const char *route; /* for the log line */
+    int status;        /* what was answered */
+    int prompt_tokens, cached_tokens, generated; /* for the log line; -1: no prompt ran */
+} conn;
+
+static void send_json(conn *c, int status, const strbuf *body, const char *extra_headers) {
+    c->status = status;
+    if (body->failed) {
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+        c->status = 500;
+        http_send_response(c->fd, 500, "application/json", NULL, oom, sizeof oom - 1);
+        return;
+    }
+    http_send_response(c->fd, status, "application/json", extra_headers, body->data ? body->data : "", body->len);
+}
+
+static const char *error_type(int status) {
+    switch (status) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 429: return "rate_limit_error";
+    case 500:
+    case 503: return "server_error";
+    default: return "invalid_request_error";
+    }
+}
+
+/* The OpenAI error object: {"error":{"message","type","param":null,"code"}}. */
+static void error_json(strbuf *b, int status, const char *code, const char *message) {
+    strbuf_puts(b, "{\"error\":{\"message\":");
+    strbuf_json_string(b, message, strlen(message));
+    strbuf_printf(b, ",\"type\":\"%s\",\"param\":null,\"code\":", error_type(status));
+    if (code)
+        strbuf_json_string(b, code, strlen(code));
+    else
+        strbuf_printf(b, "%d", status);
+    strbuf_puts(b, "}}");
+}
+
+static void send_error(conn *c, int status, const char *code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void send_error(conn *c, int status, const char *code, const char *fmt, ...) {
+    char message[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    strbuf b;
+    strbuf_init(&b);
+    error_json(&b, status, code, message);
+    send_json(c, status, &b, status == 429 || status == 503 ? "Retry-After: 1\r\n" : status == 401 ? "WWW-Authenticate: Bearer\r\n" : NULL);
+    strbuf_free(&b);
+}
+
+/* ---- the engine queue ------------------------------------------------------------------- */
+
+static void add_seconds(struct timespec *t, int ms) {
+    clock_gettime(CLOCK_REALTIME, t);
+    t->tv_nsec += (long)ms * 1000000L;
+    t->tv_sec += t->tv_nsec / 1000000000L;
+    t->tv_nsec %= 1000000000L;
+}
+
+static void unlink_waiter(server *s, waiter *w) {
+    for (waiter **p = &s->head; *p; p = &(*p)->next)
+        if (*p == w) {
+            *p = w->next;
+            if (s->tail == w) {
+                s->tail = NULL;
+                for (waiter *q = s->head; q; q = q->next)
+                    s->tail = q;
+            }
+            s->n_waiting--;
+            return;
+        }
+}
+
+/* Takes the engine for c: at once when free, else after the requests queued before it.
+ * 0: held (release with release_engine); 429: the queue is full; 503: shutting down;
+ * -1: the client went away while waiting. */
+static int acquire_engine(conn *c) {
+    server *s = c->s;
+    waiter w = {NULL, 0};
+    pthread_mutex_lock(&s->mu);
+    if (!s->busy && !s->head) {
+        s->busy = 1;
+        pthread_mutex_unlock(&s->mu);
+        return 0;
+    }
+    if (s->n_waiting >= s->o.queue) {
+        s->refused++;
+        pthread_mutex_unlock(&s->mu);
+        return 429;
+    }
+    if (s->tail)
+        s->tail->next = &w;
+    else
+        s->head = &w;
+    s->tail = &w;
+    s->n_waiting++;
+    int rc = 0;
+    while (!w.granted) {
+        struct timespec until;
+        add_seconds(&until, 100);
+        pthread_cond_timedwait(&s->cv, &s->mu, &until);
+        if (w.granted)
+            break;
+        if (atomic_load(&stopping)) {
+            rc = 503;
+        } else {
+            pthread_mutex_unlock(&s->mu);
+            const int gone = http_peer_gone(c->fd);
+            pthread_mutex_lock(&s->mu);
+            if (w.granted)
+                break;
+            if (gone)
+                rc = -1;
+        }
+        if (rc) {
+            unlink_waiter(s, &w);
+            pthread_mutex_unlock(&s->mu);
+            return rc;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+static void release_engine(server *s) {
+    int count = 0;
+    size_t bytes = 0;
+    k3_checkpoint_usage(s->ctx, &count, &bytes); /* read while the engine is still ours */
+    pthread_mutex_lock(&s->mu);
+    s->checkpoints = count;
+    s->checkpoint_bytes = bytes;
+    s->served++;
+    waiter *next = s->head;
+    if (next) {
+        s->head = next->next;
+        if (!s->head)
+            s->tail = NULL;
+        s->n_waiting--;
+        next->granted = 1; /* busy stays set: the engine passes straight to it */
+        pthread_cond_broadcast(&s->cv);
+    } else {
+        s->busy = 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- watching the client while the engine runs ------------------------------------------ */
+
+typedef struct watch {
+    server *s;
+    int fd;
+    atomic_int gone, done;
+    pthread_t thread;
+    int started;
+} watch;
+
+/* Polls the client; once it has gone (or the server is stopping), cancels the engine's
+ * call, again and again, because k3_cancel reaches only a call already running. */
+static void *watch_main(void *arg) {
+    watch *w = arg;
+    while (!atomic_load(&w->done)) {
+        if (!atomic_load(&w->gone) && (http_wait_peer_gone(w->fd, WATCH_MS) || atomic_load(&stopping)))
+            atomic_store(&w->gone, 1);
+        if (atomic_load(&w->gone)) {
+            k3_cancel(w->s->ctx);
+            sleep_ms(10);
+        }
+    }
+    return NULL;
+}
+
+static void watch_start(watch *w, server *s, int fd) {
+    w->s = s;
+    w->fd = fd;
+    atomic_init(&w->gone, 0);
+    atomic_init(&w->done, 0);
+    w->started = pthread_create(&w->thread, NULL, watch_main, w) == 0;
+}
+
+static void watch_stop(watch *w) {
+    atomic_store(&w->done, 1);
+    if (w->started)
+        pthread_join(w->thread, NULL);
+}
+
+/* ---- prefill with checkpoints ----------------------------------------------------------- */
+
+static uint64_t prefix_hash(const int32_t *ids, int n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (int i = 0; i < n; i++) {
+        const uint32_t v = (uint32_t)ids[i];
+        for (int b = 0; b < 4; b++) {
+            h ^= (v >> (8 * b)) & 0xFF;
+            h *= 1099511628211ULL;
+        }
+    }
+    return h;
+}
+
+static void mirror_add(server *s, const int32_t *ids, int n) {
+    const uint64_t h = prefix_hash(ids, n);
+    for (int i = 0; i < s->n_mirror; i++)
+        if (s->mirror[i].len == n && s->mirror[i].hash == h)
+            return;
+    s->mirror[s->mirror_next].len = n;
+    s->mirror[s->mirror_next].hash = h;
+    s->mirror_next = (s->mirror_next + 1) % MIRRORED_CHECKPOINTS;
+    if (s->n_mirror < MIRRORED_CHECKPOINTS)
+        s->n_mirror++;
+}
+
+/* The longest prefix of ids the context can resume from, as far as we know: the live
+ * sequence when it is a prefix of ids, or a checkpointed prefix. The engine decides what
+ * it actually reuses. */
+static int resume_point(server *s, const int32_t *ids, int n) {
+    int best = 0;
+    const int live = k3_context_length(s->ctx);
+    if (live <= n && !memcmp(k3_context_tokens(s->ctx), ids, sizeof *ids * (size_t)live))
+        best = live;
+    for (int i = 0; i < s->n_mirror; i++) {
+        const int len = s->mirror[i].len;
+        if (len > best && len <= n && prefix_hash(ids, len) == s->mirror[i].hash)
+            best = len;
+    }
+    return best;
+}
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+/* Makes the sequence exactly ids, checkpointing each boundary past the resume point and
+ * the end. *reused: prompt tokens not recomputed (the first sync's report). */
+static k3_status prefill(server *s, const int32_t *ids, int n, int *bounds, int n_bounds, int *reused) {
+    if (n_bounds > 0)
+        qsort(bounds, (size_t)n_bounds, sizeof *bounds, cmp_int);
+    const int start = resume_point(s, ids, n);
+    int first = -1, r = 0, at = start;
+    k3_status st;
+    if (start > 0) {
+        if ((st = k3_sync(s->ctx, ids, start, &r)) != K3_OK)
+            return st;
+        first = r;
+    }
+    for (int i = 0; i <= n_bounds; i++) {
+        const int b = i < n_bounds ? bounds[i] : n;
+        if (b <= at || b > n)
+            continue;
+        if ((st = k3_sync(s->ctx, ids, b, &r)) != K3_OK)
+            return st;
+        if (first < 0)
+            first = r;
+        if ((st = k3_checkpoint(s->ctx)) != K3_OK)
+            return st;
+        mirror_add(s, ids, b);
+        at = b;
+    }
+    if (at == start) { /* the whole prompt was held already: keep its end checkpointed */
+        if ((st = k3_checkpoint(s->ctx)) != K3_OK)
+            return st;
+        mirror_add(s, ids, n);
+    }
+    *reused = first < 0 ? 0 : first;
+    return K3_OK;
+}
+
+/* ---- a generation request --------------------------------------------------------------- */
+
+typedef struct gen {
+    conn *c;
+    watch w;
+    int chat, stream, include_usage;
+    int continuous_usage; /* every streamed chunk carries the usage so far (vLLM's stream option) */
+    int cached;           /* prompt tokens reused, once the prompt is in */
+    int max_tokens;
+    char id[64];
+    long created;
+    /* completions: stop strings, and the text held back while it may still start one */
+    const char *stop[MAX_STOP_STRINGS];
+    size_t stop_len[MAX_STOP_STRINGS];
+    int n_stop;
+    strbuf text;    /* completions: the text so far; chat: the content */
+    strbuf reasoning;
+    size_t sent;    /* completions: bytes of text already sent */
+    int stop_hit;   /* a stop string ended it */
+    k3_detokenize_stream stream_state;
+    chat_parser parser;
+    int generated;
+    int write_failed;
+    int return_token_ids;      /* answer with prompt_token_ids and token_ids (vLLM's extension) */
+    const int32_t *prompt_ids; /* the prompt, while it runs */
+    int n_prompt;
+    chat_ids out_ids;          /* the generated ids, when return_token_ids */
+} gen;
+
+/* Sends one server-sent event `data: {json}\n\n`; a failure means the client has gone. */
+static void send_event(gen *g, const strbuf *json) {
+    if (g->write_failed || json->failed)
+        return;
+    if (http_send_all(g->c->fd, "data: ", 6) || http_send_all(g->c->fd, json->data, json->len) ||
+        http_send_all(g->c->fd, "\n\n", 2)) {
+        g->write_failed = 1;
+        atomic_store(&g->w.gone, 1);
+    }
+}
+
+static void chunk_prefix(gen *g, strbuf *b) {
+    strbuf_printf(b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%ld,\"model\":", g->id,
+                  g->chat ? "chat.completion.chunk" : "text_completion", g->created);
+    strbuf_json_string(b, g->c->s->model_name, strlen(g->c->s->model_name));
+    strbuf_puts(b, ",\"choices\":[");
+}
+
+static void usage_json(strbuf *b, int prompt, int generated, int cached);
+
+/* Ends a streamed chunk: `}` after the choices, with the usage so far when asked for. */
+static void chunk_end(gen *g, strbuf *b) {
+    if (g->continuous_usage && g->prompt_ids) {
+        strbuf_puts(b, ",");
+        usage_json(b, g->n_prompt, g->generated, g->cached);
+    }
+    strbuf_puts(b, "}");
+}
+
+/* A streamed piece of text (completions) or of a channel (chat). */
+static void send_piece(gen *g, int channel, const char *text, size_t n) {
+    if (!g->stream || !n)
+        return;
+    strbuf b;
+    strbuf_init(&b);
+    chunk_prefix(g, &b);
+    if (g->chat) {
+        strbuf_printf(&b, "{\"index\":0,\"delta\":{\"%s\":", channel == CHAT_REASONING ? "reasoning_content" : "content");
+        strbuf_json_string(&b, text, n);
+        strbuf_puts(&b, "},\"logprobs\":null,\"finish_reason\":null}]");
+    } else {
+        strbuf_puts(&b, "{\"index\":0,\"text\":");
+        strbuf_json_string(&b, text, n);
+        strbuf_puts(&b, ",\"logprobs\":null,\"finish_reason\":null}]");
+    }
+    chunk_end(g, &b);
+    send_event(g, &b);
+    strbuf_free(&b);
+}
+
+/* Completions text: appended, searched for stop strings, and what can no longer begin one
+ * is sent. Returns 1 when a stop string ended the text. */
+static int completion_text(gen *g, const char *piece, size_t n) {
+    const size_t before = g->text.len;
+    strbuf_append_valid_utf8(&g->text, piece, n);
+    const char *t = g->text.data;
+    size_t end = g->text.len; /* the text that stands */
+    size_t safe = end;        /* what can be sent now */
+    for (int i = 0; i < g->n_stop; i++) {
+        const size_t L = g->stop_len[i];
+        size_t from = before >= L ? before - L + 1 : 0;
+        for (size_t p = from; p + L <= g->text.len; p++)
+            if (!memcmp(t + p, g->stop[i], L)) {
+                if (p < end)
+                    end = p;
+                g->stop_hit = 1;
+                break;
+            }
+    }
+    if (g->stop_hit) {
+        g->text.len = end;
+        g->text.data[end] = 0;
+        safe = end;
+    } else {
+        /* Hold back the longest tail that is a proper prefix of a stop string. */
+        for (int i = 0; i < g->n_stop; i++)
+            for (size_t k = g->stop_len[i] - 1; k > 0; k--)
+                if (k <= end && !memcmp(t + end - k, g->stop[i], k)) {
+                    if (end - k < safe)
+                        safe = end - k;
+                    break;
+                }
+    }
+    if (safe > g->sent) {
+        send_piece(g, 0, t + g->sent, safe - g->sent);
+        g->sent = safe;
+    }
+    return g->stop_hit;
+}
+
+static void on_channel(void *user, int channel, const char *text, size_t n) {
+    gen *g = user;
+    strbuf_append_valid_utf8(channel == CHAT_REASONING ? &g->reasoning : &g->text, text, n);
+    /* One event per piece, each converted on its own, as a JavaScript client reads pieces. */
+    if (g->stream) {
+        strbuf piece;
+        strbuf_init(&piece);
+        strbuf_append_valid_utf8(&piece, text, n);
+        send_piece(g, channel, piece.data ? piece.data : "", piece.len);
+        strbuf_free(&piece);
+    }
+}
+
+/* Appends `"key":[ids]` to b. */
+static void ids_json(strbuf *b, const char *key, const int32_t *ids, size_t n) {
+    strbuf_printf(b, "\"%s\":[", key);
+    for (size_t i = 0; i < n; i++)
+        strbuf_printf(b, i ? ",%d" : "%d", ids[i]);
+    strbuf_puts(b, "]");
+}
+
+static int on_token(void *user, int32_t id) {
+    gen *g = user;
+    server *s = g->c->s;
+    g->generated++;
+    if (g->return_token_ids) {
+        if (g->out_ids.n == g->out_ids.cap && !g->out_ids.failed) {
+            const size_t cap = g->out_ids.cap ? 2 * g->out_ids.cap : 64;
+            int32_t *grown = realloc(g->out_ids.v, cap * sizeof *grown);
+            if (grown) {
+                g->out_ids.v = grown;
+                g->out_ids.cap = cap;
+            } else
+                g->out_ids.failed = 1;
+        }
+        if (!g->out_ids.failed)
+            g->out_ids.v[g->out_ids.n++] = id;
+    }
+    if (g->chat) {
+        chat_parser_feed(&g->parser, id);
+    } else {
+        int stop = 0;
+        for (int i = 0; i < s->fmt.n_stop_ids; i++)
+            stop |= id == s->fmt.stop_ids[i];
+        if (!stop && !g->stop_hit) {
+            char out[K3_TOKEN_MAX_BYTES + 3];
+            size_t n = 0;
+            if (k3_detokenize_stream_next(s->tok, &g->stream_state, id, out, sizeof out, &n) == K3_OK && n)
+                completion_text(g, out, n);
+        }
+    }
+    return atomic_load(&g->w.gone) || g->stop_hit;
+}
+
+static void usage_json(strbuf *b, int prompt, int generated, int cached) {
+    strbuf_printf(b,
+                  "\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,"
+                  "\"prompt_tokens_details\":{\"cached_tokens\":%d}}",
+                  prompt, generated, prompt + generated, cached);
+}
+
+/* The last events of a stream, or the whole response. */
+static void finish(gen *g, const char *finish_reason, int prompt, int cached) {
+    conn *c = g->c;
+    strbuf b;
+    strbuf_init(&b);
+    if (g->stream) {
+        if (!g->chat && g->text.len > g->sent) {
+            send_piece(g, 0, g->text.data + g->sent, g->text.len - g->sent);
+            g->sent = g->text.len;
+        }
+        chunk_prefix(g, &b);
+        strbuf_printf(&b, "{\"index\":0,%s\"logprobs\":null,\"finish_reason\":\"%s\"}]",
+                      g->chat ? "\"delta\":{}," : "\"text\":\"\",", finish_reason);
+        chunk_end(g, &b);
+        send_event(g, &b);
+        if (g->include_usage) {
+            strbuf_clear(&b);
+            chunk_prefix(g, &b);
+            strbuf_puts(&b, "],");
+            usage_json(&b, prompt, g->generated, cached);
+            strbuf_puts(&b, "}");
+            send_event(g, &b);
+        }
+        if (!g->write_failed && http_send_all(c->fd, "data: [DONE]\n\n", 14))
+            g->write_failed = 1;
+        strbuf_free(&b);
+        return;
+    }
+    strbuf_printf(&b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%ld,\"model\":", g->id,
+                  g->chat ? "chat.completion" : "text_completion", g->created);
+    strbuf_json_string(&b, c->s->model_name, strlen(c->s->model_name));
+    if (g->return_token_ids) {
+        strbuf_puts(&b, ",");
+        ids_json(&b, "prompt_token_ids", g->prompt_ids, (size_t)g->n_prompt);
+    }
+    const char *text = g->text.data ? g->text.data : "";
+    if (g->chat) {
+        strbuf_puts(&b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
+        strbuf_json_string(&b, text, g->text.len);
+        strbuf_puts(&b, ",\"reasoning_content\":");
+        strbuf_json_string(&b, g->reasoning.data ? g->reasoning.data : "", g->reasoning.len);
+        strbuf_puts(&b, "},");
+    } else {
+        strbuf_puts(&b, ",\"choices\":[{\"index\":0,\"text\":");
+        strbuf_json_string(&b, text, g->text.len);
+        strbuf_puts(&b, ",");
+    }
+    if (g->return_token_ids) {
+        ids_json(&b, "token_ids", g->out_ids.v, g->out_ids.n);
+        strbuf_puts(&b, ",");
+    }
+    strbuf_printf(&b, "\"logprobs\":null,\"finish_reason\":\"%s\"}],", finish_reason);
+    usage_json(&b, prompt, g->generated, cached);
+    strbuf_puts(&b, "}");
+    send_json(c, 200, &b, NULL);
+    strbuf_free(&b);
+}
+
+/* Runs a prompt that holds the engine: prefill, generate, answer. */
+static void run_prompt(gen *g, const int32_t *ids, int n, int *bounds, int n_bounds) {
+    conn *c = g->c;
+    server *s = c->s;
+    if (n == 0) {
+        send_error(c, 400, NULL, "the prompt is empty");
+        return;
+    }
+    if (n >= s->o.max_context) {
+        send_error(c, 400, "context_length_exceeded",
+                   "This model's maximum context length is %d tokens, but the prompt has %d tokens (k3 serve --ctx sets it).",
+                   s->o.max_context, n);
+        return;
+    }
+    int max_tokens = g->max_tokens < 0 || g->max_tokens > s->o.max_context - n ? s->o.max_context - n : g->max_tokens;
+    if (g->stream) {
+        if (http_send_event_stream_head(c->fd)) {
+            g->write_failed = 1;
+            return;
+        }
+        c->status = 200;
+        if (g->chat) {
+            strbuf b;
+            strbuf_init(&b);
+            chunk_prefix(g, &b);
+            strbuf_puts(&b, "{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}");
+            send_event(g, &b);
+            strbuf_free(&b);
+        }
+    }
+    watch_start(&g->w, s, c->fd);
+    int reused = 0;
+    k3_status st = prefill(s, ids, n, bounds, n_bounds, &reused);
+    g->prompt_ids = ids;
+    g->n_prompt = n;
+    g->cached = reused;
+    c->prompt_tokens = n;
+    c->cached_tokens = reused;
+    k3_generate_stats stats = {0};
+    if (st == K3_OK && max_tokens > 0 && !atomic_load(&g->w.gone)) {
+        k3_generate_params gp;
+        k3_generate_params_default(&gp);
+        gp.max_tokens = max_tokens;
+        gp.spec_max = s->o.spec;
+        gp.stop_ids = s->fmt.stop_ids;
+        gp.n_stop_ids = s->fmt.n_stop_ids;
+        gp.on_token = on_token;
+        gp.user = g;
+        st = k3_generate(s->ctx, &gp, &stats);
+        if (st == K3_ERR_CONTEXT_FULL)
+            st = K3_OK; /* ends like the limit */
+    }
+    if (g->chat)
+        chat_parser_finish(&g->parser);
+    else if (!g->stop_hit) {
+        char rest[4];
+        const size_t k = k3_detokenize_stream_end(&g->stream_state, rest);
+        if (k)
+            completion_text(g, rest, k);
+    }
+    watch_stop(&g->w);
+    c->generated = g->generated;
+    const int gone = atomic_load(&g->w.gone);
+    if (gone || st == K3_ERR_CANCELLED) {
+        c->status = 499; /* client closed the request (nginx's number); nothing is sent */
+        return;
+    }
+    if (st != K3_OK) {
+        char detail[1100];
+        snprintf(detail, sizeof detail, "the engine failed (%s): %s", k3_status_name(st), k3_context_error(s->ctx));
+        if (g->stream) {
+            strbuf b;
+            strbuf_init(&b);
+            error_json(&b, 500, k3_status_name(st), detail);
+            send_event(g, &b);
+            strbuf_free(&b);
+            c->status = 500;
+        } else
+            send_error(c, 500, k3_status_name(st), "%s", detail);
+        return;
+    }
+    const char *reason = g->stop_hit || stats.stop_reason == K3_STOP_TOKEN ? "stop" : "length";
+    finish(g, reason, n, reused);
+}
+
+/* ---- request parsing ------------------------------------------------------------------------ */
+
+/* Checks the fields every generation request shares; 0, or an error was sent. */
+static int common_fields(conn *c, const json_value *root, gen *g) {
+    server *s = c->s;
+    const json_value *v;
+    if ((v = json_get(root, "model")) && !json_is_null(v)) {
+        size_t len;
+        const char *name = json_string(v, &len);
+        if (!name) {
+            send_error(c, 400, NULL, "'model' must be a string");
+            return -1;
+        }
+        if (strcmp(name, s->model_name)) {
+            send_error(c, 404, "model_not_found", "The model '%.200s' does not exist; this server serves '%s' (GET /v1/models).",
+                       name, s->model_name);
+            return -1;
+        }
+    }
+    double t = 0;
+    if ((v = json_get(root, "temperature")) && !json_is_null(v) && (!json_number(v, &t) || t != 0)) {
+        send_error(c, 400, NULL, "k3 serve decodes greedily: 'temperature' must be 0 or absent");
+        return -1;
+    }
+    int64_t n = 1;
+    if ((v = json_get(root, "n")) && !json_is_null(v) && (!json_int(v, 1, 1, &n))) {
+        send_error(c, 400, NULL, "'n' must be 1: k3 serve answers one choice per request");
+        return -1;
+    }
+    static const char *const penalties[] = {"presence_penalty", "frequency_penalty", "repetition_penalty"};
+    for (int i = 0; i < 3; i++) {
+        double p = 0;
+        if ((v = json_get(root, penalties[i])) && !json_is_null(v) &&
+            (!json_number(v, &p) || p != (i == 2 ? 1.0 : 0.0))) {
+            send_error(c, 400, NULL, "'%s' is not supported (greedy decoding only)", penalties[i]);
+            return -1;
+        }
+    }
+    bool b = false;
+    if ((v = json_get(root, "stream")) && !json_is_null(v) && !json_bool(v, &b)) {
+        send_error(c, 400, NULL, "'stream' must be a boolean");
+        return -1;
+    }
+    g->stream = b;
+    const json_value *so = json_get(root, "stream_options");
+    bool usage = false;
+    if (so && !json_is_null(so) &&
+        (json_type(so) != JSON_OBJECT || ((v = json_get(so, "include_usage")) && !json_is_null(v) && !json_bool(v, &usage)))) {
+        send_error(c, 400, NULL, "'stream_options' must be an object with a boolean 'include_usage'");
+        return -1;
+    }
+    g->include_usage = usage;
+    bool continuous = false;
+    if (so && !json_is_null(so) && (v = json_get(so, "continuous_usage_stats")) && !json_is_null(v) && !json_bool(v, &continuous)) {
+        send_error(c, 400, NULL, "'stream_options.continuous_usage_stats' must be a boolean");
+        return -1;
+    }
+    g->continuous_usage = continuous;
+    bool ids = false;
+    if ((v = json_get(root, "return_token_ids")) && !json_is_null(v) && !json_bool(v, &ids)) {
+        send_error(c, 400, NULL, "'return_token_ids' must be a boolean");
+        return -1;
+    }
+    g->return_token_ids = ids;
+    int64_t mt = -1;
+    const json_value *max = json_get(root, "max_completion_tokens");
+    if (!max || json_is_null(max))
+        max = json_get(root, "max_tokens");
+    if (max && !json_is_null(max) && !json_int(max, 0, INT32_MAX, &mt)) {
+        send_error(c, 400, NULL, "'max_tokens' must be a non-negative integer");
+        return -1;
+    }
+    g->max_tokens = (int)mt;
+    return 0;
+}
+
+/* The prompt of /v1/completions as ids, or -1 after an error. A string is tokenized later,
+ * under the engine (the tokenizer is used by one thread at a time): *text is set then. */
+static int completion_prompt(conn *c, const json_value *root, int32_t **ids, const char **text, size_t *text_len) {
+    const json_value *p = json_get(root, "prompt");
+    *ids = NULL;
+    *text = NULL;
+    if (json_type(p) == JSON_ARRAY && json_len(p) == 1 &&
+        (json_type(json_at(p, 0)) == JSON_STRING || json_type(json_at(p, 0)) == JSON_ARRAY))
+        p = json_at(p, 0); /* a batch of one */
+    if (json_type(p) == JSON_STRING) {
+        *text = json_string(p, text_len);
+        return 0;
+    }
+    if (json_type(p) != JSON_ARRAY) {
+        send_error(c, 400, NULL, "'prompt' must be a string or an array of token ids (one prompt per request)");
+        return -1;
+    }
+    const size_t n = json_len(p);
+    *ids = malloc(sizeof **ids * (n ? n : 1));
+    if (!*ids) {
+        send_error(c, 500, NULL, "out of memory for %zu prompt ids", n);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int64_t id;
+        if (!json_int(json_at(p, i), 0, c->s->vocab - 1, &id)) {
+            free(*ids);
+            *ids = NULL;
+            send_error(c, 400, NULL, "'prompt'[%zu] is not a token id (an integer in 0..%d)", i, c->s->vocab - 1);
+            return -1;
+        }
+        (*ids)[i] = (int32_t)id;
+    }
+    return (int)n;
+}
+
+static void gen_init(gen *g, conn *c, int chat) {
+    memset(g, 0, sizeof *g);
+    g->c = c;
+    g->chat = chat;
+    strbuf_init(&g->text);
+    strbuf_init(&g->reasoning);
+    pthread_mutex_lock(&c->s->mu);
+    const unsigned long id = ++c->s->next_id;
+    pthread_mutex_unlock(&c->s->mu);
+    snprintf(g->id, sizeof g->id, "%s-%lx-%lu", chat ? "chatcmpl" : "cmpl", (unsigned long)c->s->started, id);
+    g->created = (long)time(NULL);
+}
+
+static void gen_free(gen *g) {
+    chat_ids_free(&g->out_ids);
+    strbuf_free(&g->text);
+    strbuf_free(&g->reasoning);
+    chat_parser_free(&g->parser);
+}
+
+/* Holds the engine for the body of a request: 0 when held; else the answer was sent. */
+static int hold_engine(conn *c) {
+    const int rc = acquire_engine(c);
+    if (rc == 429)
+        send_error(c, 429, "queue_full", "the server is busy: one request runs and %d wait, the most it queues (k3 serve --queue)",
+                   c->s->o.queue);
+    else if (rc == 503)
+        send_error(c, 503, NULL, "the server is shutting down");
+    else if (rc < 0)
+        c->status = 499;
+    return rc;
+}
+
+static void handle_completions(conn *c, const json_value *root) {
+    gen g;
+    gen_init(&g, c, 0);
+    int32_t *ids = NULL;
+    const char *text = NULL;
+    size_t text_len = 0;
+    int bounds[MAX_REQUEST_CHECKPOINTS];
+    int n_bounds = 0;
+    const json_value *v;
+    if (common_fields(c, root, &g))
+        goto done;
+    if (g.max_tokens < 0)
+        g.max_tokens = 16; /* the OpenAI default for completions */
+    static const char *const unsupported[] = {"suffix", "echo", "logprobs", "best_of"};
+    for (int i = 0; i < 4; i++) {
+        bool flag = false;
+        int64_t one = 0;
+        size_t len = 0;
+        v = json_get(root, unsupported[i]);
+        if (!v || json_is_null(v) || (json_bool(v, &flag) && !flag) || (i == 3 && json_int(v, 1, 1, &one)) || (i == 2 && json_int(v, 0, 0, &one)) ||
+            (json_string(v, &len) && len == 0))
+            continue;
+        send_error(c, 400, NULL, "'%s' is not supported by k3 serve (K3 has no fill-in-the-middle tokens; greedy, one choice)",
+                   unsupported[i]);
+        goto done;
+    }
+    if ((v = json_get(root, "stop")) && !json_is_null(v)) {
+        const json_value *one = json_type(v) == JSON_STRING ? v : NULL;
+        const size_t count = one ? 1 : json_len(v);
+        if ((!one && json_type(v) != JSON_ARRAY) || count > MAX_STOP_STRINGS) {
+            send_error(c, 400, NULL, "'stop' must be a string or an array of at most %d strings", MAX_STOP_STRINGS);
+            goto done;
+        }
+        for (size_t i = 0; i < count; i++) {
+            size_t len = 0;
+            const char *str = json_string(one ? one : json_at(v, i), &len);
+            if (!str) {
+                send_error(c, 400, NULL, "'stop' must hold strings");
+                goto done;
+            }
+            if (len) {
+                g.stop[g.n_stop] = str;
+                g.stop_len[g.n_stop++] = len;
+            }
+        }
+    }
+    if ((v = json_get(root, "k3_checkpoints")) && !json_is_null(v)) {
+        if (json_type(v) != JSON_ARRAY || json_len(v) > MAX_REQUEST_CHECKPOINTS) {
+            send_error(c, 400, NULL, "'k3_checkpoints' must be an array of at most %d prompt positions", MAX_REQUEST_CHECKPOINTS);
+            goto done;
+        }
+        for (size_t i = 0; i < json_len(v); i++) {
+            int64_t b;
+            if (!json_int(json_at(v, i), 0, INT32_MAX, &b)) {
+                send_error(c, 400, NULL, "'k3_checkpoints'[%zu] is not a prompt position", i);
+                goto done;
+            }
+            bounds[n_bounds++] = (int)b;
+        }
+    }
+    int n = completion_prompt(c, root, &ids, &text, &text_len);
+    if (n < 0 || hold_engine(c))
+        goto done;
+    if (text) {
+        /* Special-token names in a text prompt become their ids, as the CLI's --prompt does. */
+        ids = malloc(sizeof *ids * (text_len + 1));
+        size_t got = 0;
+        const k3_status st = ids ? k3_tokenize(c->s->tok, text, text_len, 1, ids, text_len + 1, &got) : K3_ERR_OUT_OF_MEMORY;
+        if (st != K3_OK)
+            send_error(c, 400, NULL, "the prompt cannot be tokenized (%s): %s", k3_status_name(st), k3_tokenizer_error(c->s->tok));
+        else
+            run_prompt(&g, ids, (int)got, bounds, n_bounds);
+    } else {
+        run_prompt(&g, ids, n, bounds, n_bounds);
+    }
+    release_engine(c->s);
+done:
+    free(ids);
+    gen_free(&g);
+}
+
+/* A message's text: a string, null, or an array of {"type":"text","text":...} parts
+ * (joined); NULL after an error was sent. *owned holds a joined copy to free. */
+static const char *message_text(conn *c, const json_value *v, size_t i, const char *field, size_t *len, char **owned) {
+    *owned = NULL;
+    *len = 0;
+    if (!v || json_is_null(v))
+        return "";
+    if (json_type(v) == JSON_STRING)
+        return json_string(v, len);
+    if (json_type(v) == JSON_ARRAY) {
+        strbuf b;
+        strbuf_init(&b);
+        for (size_t k = 0; k < json_len(v); k++) {
+            const json_value *part = json_at(v, k);
+            size_t n;
+            const char *t = json_string(json_get(part, "text"), &n);
+            if (!json_string_is(json_get(part, "type"), "text") || !t) {
+                strbuf_free(&b);
+                send_error(c, 400, NULL, "messages[%zu].%s: only text parts ({\"type\":\"text\",\"text\":...}) are supported", i,
+                           field);
+                return NULL;
+            }
+            strbuf_append(&b, t, n);
+        }
+        strbuf_append(&b, "", 0);
+        if (b.failed) {
+            strbuf_free(&b);
+            send_error(c, 500, NULL, "out of memory");
+            return NULL;
+        }
+        *owned = b.data;
+        *len = b.len;
+        return b.data;
+    }
+    send_error(c, 400, NULL, "messages[%zu].%s must be a string, null or an array of text parts", i, field);
+    return NULL;
+}
+
+static void handle_chat(conn *c, const json_value *root) {
+    gen g;
+    gen_init(&g, c, 1);
+    chat_message *msgs = NULL;
+    char **owned = NULL;
+    size_t n_msgs = 0;
+    chat_ids ids = {0};
+    const json_value *v;
+    if (common_fields(c, root, &g))
+        goto done;
+    if ((v = json_get(root, "stop")) && !json_is_null(v) && !(json_type(v) == JSON_ARRAY && json_len(v) == 0)) {
+        send_error(c, 400, NULL, "'stop' is supported by /v1/completions only; chat replies end at the model's stop tokens");
+        goto done;
+    }
+    bool thinking = true;
+    const json_value *kw = json_get(root, "chat_template_kwargs");
+    if (kw && !json_is_null(kw) &&
+        (json_type(kw) != JSON_OBJECT || ((v = json_get(kw, "thinking")) && !json_is_null(v) && !json_bool(v, &thinking)))) {
+        send_error(c, 400, NULL, "'chat_template_kwargs' must be an object with a boolean 'thinking'");
+        goto done;
+    }
+    const char *effort = "max";
+    if ((v = json_get(root, "reasoning_effort")) && !json_is_null(v)) {
+        static const char *const efforts[] = {"low", "medium", "high", "max"};
+        effort = NULL;
+        for (int i = 0; i < 4; i++)
+            if (json_string_is(v, efforts[i]))
+                effort = efforts[i];
+        if (!effort) {
+            send_error(c, 400, NULL, "'reasoning_effort' must be one of low, medium, high, max");
+            goto done;
+        }
+    }
+    const json_value *m = json_get(root, "messages");
+    if (json_type(m) != JSON_ARRAY || json_len(m) == 0) {
+        send_error(c, 400, NULL, "'messages' must be a non-empty array");
+        goto done;
+    }
+    n_msgs = json_len(m);
+    msgs = calloc(n_msgs, sizeof *msgs);
+    owned = calloc(n_msgs * 2, sizeof *owned);
+    if (!msgs || !owned) {
+        send_error(c, 500, NULL, "out of memory for %zu messages", n_msgs);
+        goto done;
+    }
+    for (size_t i = 0; i < n_msgs; i++) {
+        const json_value *msg = json_at(m, i);
+        const json_value *role = json_get(msg, "role");
+        if (json_type(msg) != JSON_OBJECT) {
+            send_error(c, 400, NULL, "messages[%zu] must be an object", i);
+            goto done;
+        }
+        if (json_string_is(role, "system") || json_string_is(role, "developer"))
+            msgs[i].role = CHAT_SYSTEM;
+        else if (json_string_is(role, "user"))
+            msgs[i].role = CHAT_USER;
+        else if (json_string_is(role, "assistant"))
+            msgs[i].role = CHAT_ASSISTANT;
+        else {
+            send_error(c, 400, NULL, "messages[%zu].role must be system, developer, user or assistant (tools are not supported)", i);
+            goto done;
+        }
+        if ((v = json_get(msg, "tool_calls")) && !json_is_null(v) && !(json_type(v) == JSON_ARRAY && json_len(v) == 0)) {
+            send_error(c, 400, NULL, "messages[%zu].tool_calls: tools are not supported", i);
+            goto done;
+        }
+        msgs[i].content = message_text(c, json_get(msg, "content"), i, "content", &msgs[i].content_len, &owned[2 * i]);
+        if (!msgs[i].content)
+            goto done;
+        const json_value *r = json_get(msg, "reasoning_content");
+        if (!r || json_is_null(r))
+            r = json_get(msg, "reasoning");
+        msgs[i].reasoning = message_text(c, r, i, "reasoning_content", &msgs[i].reasoning_len, &owned[2 * i + 1]);
+        if (!msgs[i].reasoning)
+            goto done;
+    }
+    if (hold_engine(c))
+        goto done;
+    const k3_status st = chat_render(&c->s->fmt, msgs, n_msgs, thinking, effort, 1, &ids);
+    if (st != K3_OK) {
+        send_error(c, st == K3_ERR_OUT_OF_MEMORY ? 500 : 400, NULL, "the messages cannot be rendered (%s): %s",
+                   k3_status_name(st), k3_tokenizer_error(c->s->tok));
+    } else if (ids.n > INT32_MAX) {
+        send_error(c, 400, "context_length_exceeded", "the conversation is too long");
+    } else {
+        chat_parser_init(&g.parser, &c->s->fmt, thinking, on_channel, &g);
+        run_prompt(&g, ids.v, (int)ids.n, NULL, 0);
+    }
+    release_engine(c->s);
+done:
+    if (owned)
+        for (size_t i = 0; i < n_msgs * 2; i++)
+            free(owned[i]);
+    free(owned);
+    free(msgs);
+    chat_ids_free(&ids);
+    gen_free(&g);
+}
+
+/* ---- routing ---------------------------------------------------------------------------- */
+
+/* Compares without an early exit, so the time taken says nothing about the key. */
+static int same_secret(const char *a, const char *b) {
+    const size_t la = strlen(a), lb = strlen(b);
+    unsigned diff = la != lb;
+    for (size_t i = 0; i < la; i++)
+        diff |= (unsigned char)a[i] ^ (unsigned char)b[i % (lb ? lb : 1)];
+    return diff == 0;
+}
+
+static void handle_health(conn *c) {
+    server *s = c->s;
+    strbuf b;
+    strbuf_init(&b);
+    pthread_mutex_lock(&s->mu);
+    strbuf_printf(&b,
+                  "{\"status\":\"ok\",\"busy\":%s,\"queued\":%d,\"queue\":%d,\"served\":%lu,\"refused\":%lu,"
+                  "\"checkpoints\":%d,\"checkpoint_bytes\":%zu,\"checkpoint_limit\":%zu}",
+                  s->busy ? "true" : "false", s->n_waiting, s->o.queue, s->served, s->refused, s->checkpoints,
+                  s->checkpoint_bytes, (size_t)s->o.checkpoint_mb << 20);
+    pthread_mutex_unlock(&s->mu);
+    send_json(c, 200, &b, NULL);
+    strbuf_free(&b);
+}
+
+static void handle_models(conn *c) {
+    server *s = c->s;
+    strbuf b;
+    strbuf_init(&b);
+    strbuf_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
+    strbuf_json_string(&b, s->model_name, strlen(s->model_name));
+    strbuf_printf(&b, ",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"k3\",\"max_model_len\":%d}]}", (long)s->started,
+                  s->o.max_context);
+    send_json(c, 200, &b, NULL);
+    strbuf_free(&b);
+}
+
+static void route(conn *c, http_request *req) {
+    static const struct {
+        const char *path, *method;
+        int generation;
+    } routes[] = {{"/health", "GET", 0},
+                  {"/v1/models", "GET", 0},
+                  {"/v1/completions", "POST", 1},
+                  {"/v1/chat/completions", "POST", 1}};
+    int r = -1;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(req->path, routes[i].path))
+            r = i;
+    c->route = r >= 0 ? routes[r].path : "(unknown)";
+    if (r < 0) {
+        send_error(c, 404, "not_found", "no route %.200s %.200s: this server answers GET /health, GET /v1/models, "
+                   "POST /v1/completions and POST /v1/chat/completions", req->method, req->path);
+        return;
+    }
+    if (strcmp(req->method, routes[r].method)) {
+        char allow[64];
+        snprintf(allow, sizeof allow, "Allow: %s\r\n", routes[r].method);
+        strbuf b;
+        strbuf_init(&b);
+        char message[160];
+        snprintf(message, sizeof message, "%s takes %s, not %.16s", routes[r].path, routes[r].method, req->method);
+        error_json(&b, 405, "method_not_allowed", message);
+        send_json(c, 405, &b, allow);
+        strbuf_free(&b);
+        return;
+    }
+    if (r > 0 && c->s->api_key) {
+        const char *auth = req->authorization;
+        if (strncmp(auth, "Bearer ", 7) || !same_secret(auth + 7, c->s->api_key)) {
+            send_error(c, 401, "invalid_api_key", "a valid API key is needed (Authorization: Bearer ...)");
+            return;
+        }
+    }
+    if (r == 0) {
+        handle_health(c);
+        return;
+    }
+    if (r == 1) {
+        handle_models(c);
+        return;
+    }
+    json_doc *doc = NULL;
+    k3_error err;
+    if (json_parse(req->body, req->body_len, "the request body", &doc, &err) != K3_OK) {
+        send_error(c, err.status == K3_ERR_OUT_OF_MEMORY ? 500 : 400, NULL, "%s", err.detail);
+        return;
+    }
+    const json_value *root = json_root(doc);
+    if (json_type(root) != JSON_OBJECT)
+        send_error(c, 400, NULL, "the request body must be a JSON object");
+    else if (routes[r].generation && r == 2)
+        handle_completions(c, root);
+    else
+        handle_chat(c, root);
+    json_free(doc);
+}
+
+static void *connection_main(void *arg) {
+    conn *c = arg;
+    server *s = c->s;
+    const struct timeval send_timeout = {.tv_sec = SEND_TIMEOUT_S};
+    setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
+    http_request req;
+    char why[256];
+    const int rc = http_read_request(c->fd, (size_t)s->o.max_body, READ_TIMEOUT_MS, &req, why, sizeof why);
+    if (rc > 0) {
+        c->route = "(unread)";
+        send_error(c, rc, NULL, "%s", why);
+    } else if (rc == 0) {
+        route(c, &req);
+        http_request_free(&req);
+    }
+    if (rc >= 0 && c->prompt_tokens >= 0)
+        fprintf(stderr, "k3 serve: %s %s %d in %.3f s: prompt %d tokens (%d cached), generated %d\n", rc == 0 ? req.method : "-",
+                c->route ? c->route : "-", c->status, now_s() - c->t0, c->prompt_tokens, c->cached_tokens, c->generated);
+    else if (rc >= 0)
+        fprintf(stderr, "k3 serve: %s %s %d in %.3f s\n", rc == 0 ? req.method : "-", c->route ? c->route : "-", c->status,
+                now_s() - c->t0);
+    http_close_gently(c->fd, LINGER_MS);
+    pthread_mutex_lock(&s->mu);
+    s->connections--;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    free(c);
+    return NULL;
+}
+
+/* Accepts connections until a signal asks to stop; each gets its own thread. */
+static void accept_loop(server *s) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, THREAD_STACK_BYTES);
+    while (!atomic_load(&stopping)) {
+        struct pollfd p = {.fd = s->listen_fd, .events = POLLIN};
+        if (poll(&p, 1, 200) <= 0)
+            continue;
+        const int fd = accept(s->listen_fd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        pthread_mutex_lock(&s->mu);
+        const int full = s->connections >= s->o.max_connections;
+        if (!full)
+            s->connections++;
+        else
+            s->refused++;
+        pthread_mutex_unlock(&s->mu);
+        conn *c = full ? NULL : calloc(1, sizeof *c);
+        if (c) {
+            c->s = s;
+            c->fd = fd;
+            c->t0 = now_s();
+            c->prompt_tokens = -1;
+            if (pthread_create(&(pthread_t){0}, &attr, connection_main, c) == 0)
+                continue;
+            free(c);
+            pthread_mutex_lock(&s->mu);
+            s->connections--;
+            pthread_mutex_unlock(&s->mu);
+        }
+        /* No thread for it: a short 503 from here, without reading the request. */
+        static const char body[] = "{\"error\":{\"message\":\"too many connections\",\"type\":\"server_error\",\"param\":null,\"code\":503}}";
+        const struct timeval quick = {.tv_usec = 200000};
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &quick, sizeof quick);
+        http_send_response(fd, 503, "application/json", "Retry-After: 1\r\n", body, sizeof body - 1);
+        http_close_gently(fd, 50);
+    }
+    pthread_attr_destroy(&attr);
+}
+
+/* ---- main ----------------------------------------------------------------------------------- */
+
+int serve_main(int argc, char **argv) {
+    static server srv;
+    server *s = &srv;
+    int rc = parse_options(argc, argv, &s->o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+    if ((rc = resolve_host(&s->o, &addr, &addr_len)) != 0)
+        return rc;
+    const char *name = s->o.model_name;
+    if (!name) {
+        size_t len = strlen(s->o.model_dir);
+        while (len > 1 && s->o.model_dir[len - 1] == '/')
+            len--;
+        size_t start = len;
+        while (start > 0 && s->o.model_dir[start - 1] != '/')
+            start--;
+        snprintf(s->model_name, sizeof s->model_name, "%.*s", (int)(len - start), s->o.model_dir + start);
+    } else
+        snprintf(s->model_name, sizeof s->model_name, "%s", name);
+#if defined(__GLIBC__) && defined(M_ARENA_MAX)
+    /* Connection threads come and go by the hundred; with glibc's default of one malloc arena
+     * per thread (up to 8 per core) each burst leaves freed memory spread over many arenas.
+     * Two arenas keep the resident set flat under bursts. */
+    mallopt(M_ARENA_MAX, 2);
+#endif
+    s->api_key = getenv("K3_API_KEY");
+    if (s->api_key && !*s->api_key)
+        s->api_key = NULL;
+    s->started = time(NULL);
+    s->listen_fd = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+
+    char detail[2048];
+    const char *tok_dir = s->o.tok_dir ? s->o.tok_dir : s->o.model_dir;
+    k3_status st = k3_tokenizer_open(tok_dir, &s->tok, detail, sizeof detail);
+    if (st == K3_OK)
+        st = chat_format_init(&s->fmt, s->tok, detail, sizeof detail);
+    if (st != K3_OK) {
+        fprintf(stderr, "k3 serve: loading the tokenizer from %s failed (%s): %s\n", tok_dir, k3_status_name(st), detail);
+        rc = 1;
+        goto done;
+    }
+    k3_context_params cp;
+    k3_context_params_default(&cp);
+    cp.max_context = s->o.max_context;
+    cp.n_threads = s->o.threads;
+    cp.batch = s->o.batch;
+    if ((rc = run_memory_prepare(&s->o.memory, s->o.model_dir, &cp)) != 0)
+        goto done;
+    rc = 1;
+    if ((st = k3_model_open(s->o.model_dir, &s->o.memory.params, &s->model, detail, sizeof detail)) != K3_OK) {
+        fprintf(stderr, "k3 serve: loading the model failed (%s): %s\n", k3_status_name(st), detail);
+        rc = st == K3_ERR_BUDGET ? 3 : 1;
+        goto done;
+    }
+    if ((st = k3_context_open(s->model, &cp, &s->ctx, detail, sizeof detail)) != K3_OK) {
+        fprintf(stderr, "k3 serve: creating the context failed (%s): %s\n", k3_status_name(st), detail);
+        goto done;
+    }
+    k3_checkpoint_limit(s->ctx, (size_t)s->o.checkpoint_mb << 20);
+    s->vocab = k3_model_vocab_size(s->model) < k3_tokenizer_vocab_size(s->tok) ? k3_model_vocab_size(s->model)
+                                                                                : k3_tokenizer_vocab_size(s->tok);
+
+    s->listen_fd = socket(addr.ss_family, SOCK_STREAM, 0);
+    const int one = 1;
+    if (s->listen_fd < 0 || setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
+        bind(s->listen_fd, (struct sockaddr *)&addr, addr_len) || listen(s->listen_fd, 128)) {
+        fprintf(stderr, "k3 serve: cannot listen on %s port %d: %s\n", s->o.host, s->o.port, strerror(errno));
+        goto done;
+    }
+    struct sockaddr_storage bound;
+    socklen_t bound_len = sizeof bound;
+    getsockname(s->listen_fd, (struct sockaddr *)&bound, &bound_len);
+    const int port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                         : ((struct sockaddr_in *)&bound)->sin_port);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    printf("k3 serve: listening on http://%s%s%s:%d (model '%s', context %d positions, queue %d%s)\n",
+           addr.ss_family == AF_INET6 ? "[" : "", s->o.host, addr.ss_family == AF_INET6 ? "]" : "", port, s->model_name,
+           s->o.max_context, s->o.queue, s->api_key ? ", API key required" : "");
+    fflush(stdout);
+    accept_loop(s);
+
+    /* Stop: no new connections; the running request is cancelled (the watcher sees the flag);
+     * wait, within a bound, for the connection threads to finish before freeing the engine. */
+    close(s->listen_fd);
+    s->listen_fd = -1;
+    fprintf(stderr, "k3 serve: stopping\n");
+    pthread_mutex_lock(&s->mu);
+    pthread_cond_broadcast(&s->cv);
+    const double until = now_s() + 10;
+    while (s->connections > 0 && now_s() < until) {
+        struct timespec t;
+        add_seconds(&t, 100);
+        pthread_cond_timedwait(&s->cv, &s->mu, &t);
+    }
+    const int left = s->connections;
+    pthread_mutex_unlock(&s->mu);
+    if (left > 0) {
+        fprintf(stderr, "k3 serve: %d connections did not finish; exiting without freeing the engine\n", left);
+        return 0;
+    }
+    rc = 0;
+done:
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    k3_context_close(s->ctx);
+    k3_model_close(s->model);
+    k3_tokenizer_close(s->tok);
+    return rc;
+}

@@ -1,0 +1,125 @@
+// chat.ts - a chat turn through a remote server's /v1/chat/completions: the conversation's
+// messages (assistant turns with their reasoning as `reasoning_content`), the
+// conversation's thinking choice as `chat_template_kwargs.thinking`, greedy, streamed.
+// The server renders the K3 chat format (`k3 serve` exactly as server/chat/render.ts
+// does), and its reasoning parser splits the reply: `reasoning_content` (or `reasoning`)
+// deltas are the think channel, `content` deltas the response. job.stop() closes the
+// stream and keeps what arrived; there is no engine state to save, so a turn costs what
+// the server's prefix cache does not hold. The chat service records the turn.
+import type { ChatStopReason, ChatTurnStats } from '../protocol';
+import type { Job } from '../scheduler';
+import type { StoredConversation, StoredMessage } from '../state/store';
+import type { RemoteBackend } from './backend';
+
+export interface RemoteTurnRequest {
+  conversation: StoredConversation;
+  userMessage: StoredMessage;
+  maxTokens: number;
+  /** Called when the first piece of the reply arrives (a stop then ends the reply; before,
+   * it cancels the turn). */
+  generating(): void;
+  /** A piece of the reply, in order. */
+  onDelta(channel: 'reasoning' | 'content', text: string, tokens: number): void;
+}
+
+export interface RemoteTurnResult {
+  reasoning: string;
+  content: string;
+  stopReason: ChatStopReason;
+  stats: ChatTurnStats;
+}
+
+interface ChatChunk {
+  choices?: Array<{ delta?: { content?: unknown; reasoning_content?: unknown; reasoning?: unknown }; finish_reason?: unknown }>;
+  usage?: { prompt_tokens?: unknown; completion_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown } | null };
+}
+
+const count = (v: unknown): number | undefined => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined);
+
+/** The conversation as OpenAI chat messages. */
+export interface RemoteMessage {
+  role: 'user' | 'assistant';
+  content: string;
+  reasoning_content?: string;
+}
+
+export function remoteMessages(conversation: StoredConversation, userMessage: StoredMessage): RemoteMessage[] {
+  return [...conversation.messages, userMessage].map((m): RemoteMessage =>
+    m.role === 'assistant' && conversation.thinking && m.reasoning
+      ? { role: m.role, content: m.content, reasoning_content: m.reasoning }
+      : { role: m.role, content: m.content },
+  );
+}
+
+export async function remoteTurn(remote: RemoteBackend, job: Job, req: RemoteTurnRequest): Promise<RemoteTurnResult> {
+  const t0 = Date.now();
+  let first: number | undefined;
+  let pieces = 0;
+  let reasoning = '';
+  let content = '';
+  let finish: unknown;
+  let usage: ChatChunk['usage'];
+  job.stage = 'prefill';
+  job.tokens = 0;
+  const end = await remote.stream(
+    job,
+    'chat/completions',
+    {
+      messages: remoteMessages(req.conversation, req.userMessage),
+      max_tokens: req.maxTokens,
+      temperature: 0,
+      stream: true,
+      stream_options: { include_usage: true, continuous_usage_stats: true },
+      chat_template_kwargs: { thinking: req.conversation.thinking },
+    },
+    (data) => {
+      const chunk = data as ChatChunk;
+      const choice = chunk.choices?.[0];
+      if (choice) {
+        const d = choice.delta ?? {};
+        const think = typeof d.reasoning_content === 'string' ? d.reasoning_content : typeof d.reasoning === 'string' ? d.reasoning : '';
+        const text = typeof d.content === 'string' ? d.content : '';
+        if ((think || text) && first === undefined) {
+          first = Date.now();
+          job.stage = 'generate';
+          req.generating();
+        }
+        if (think || text) job.tokens = ++pieces;
+        if (think) {
+          reasoning += think;
+          req.onDelta('reasoning', think, pieces);
+        }
+        if (text) {
+          content += text;
+          req.onDelta('content', text, pieces);
+        }
+        if (choice.finish_reason !== null && choice.finish_reason !== undefined) finish = choice.finish_reason;
+      }
+      if (chunk.usage) usage = chunk.usage;
+    },
+  );
+  const done = Date.now();
+  const promptTokens = count(usage?.prompt_tokens) ?? 0;
+  const reused = Math.min(count(usage?.prompt_tokens_details?.cached_tokens) ?? 0, promptTokens);
+  const generated = end === 'stopped' ? pieces : (count(usage?.completion_tokens) ?? pieces);
+  const generateMs = first === undefined ? 0 : done - first;
+  const stopReason: ChatStopReason = end === 'stopped' ? 'stopped' : finish === 'length' ? 'length' : 'stop-token';
+  return {
+    reasoning,
+    content,
+    stopReason,
+    stats: {
+      conversationId: req.conversation.id,
+      resumedFrom: reused > 0 ? 'context' : 'none',
+      promptTokens,
+      reusedTokens: reused,
+      prefilledTokens: promptTokens - reused,
+      generatedTokens: generated,
+      draftedTokens: 0,
+      acceptedTokens: 0,
+      prefillMs: (first ?? done) - t0,
+      generateMs,
+      tokensPerSecond: generateMs > 0 ? (generated * 1000) / generateMs : 0,
+    },
+  };
+}

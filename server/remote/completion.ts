@@ -1,0 +1,114 @@
+// completion.ts - completions through a remote server's /v1/completions: the prompt the
+// completion service laid out (the same stable-first layout as the local engine) goes as
+// token ids when the model's tokenizer is known here, so the server reads exactly the ids
+// the local engine would and can reuse its prefix cache, with `k3_checkpoints` naming the
+// layout's stable boundaries for `k3 serve` (other servers ignore the field); without a
+// tokenizer it goes as text, its budgets estimated at CHARS_PER_TOKEN characters a token.
+// Greedy (temperature 0), streamed; job.stop() and job.cancel() close the stream, which
+// ends generation on the server.
+import type { CompletionBackend } from '../completion/backend';
+import type { Encoder } from '../completion/layout';
+import type { RemoteBackend } from './backend';
+
+/** Characters a token is assumed to hold when no tokenizer is known (code averages more). */
+export const CHARS_PER_TOKEN = 3;
+
+/**
+ * An Encoder for budgets without the model's tokenizer: text is cut into pieces of up to
+ * CHARS_PER_TOKEN characters, each piece an id in this estimate's table, so the laid-out ids
+ * decode back to exactly the laid-out text. One estimate per prompt.
+ */
+export class TextEstimate implements Encoder {
+  private readonly pieces: string[] = [];
+  private readonly ids = new Map<string, number>();
+
+  encode(text: string): Int32Array {
+    const chars = Array.from(text);
+    const out = new Int32Array(Math.ceil(chars.length / CHARS_PER_TOKEN));
+    for (let i = 0, k = 0; i < chars.length; i += CHARS_PER_TOKEN, k++) {
+      const piece = chars.slice(i, i + CHARS_PER_TOKEN).join('');
+      let id = this.ids.get(piece);
+      if (id === undefined) {
+        id = this.pieces.length;
+        this.pieces.push(piece);
+        this.ids.set(piece, id);
+      }
+      out[k] = id;
+    }
+    return out;
+  }
+
+  decode(ids: readonly number[]): string {
+    return ids.map((id) => this.pieces[id]).join('');
+  }
+}
+
+interface CompletionChunk {
+  choices?: Array<{ text?: unknown; finish_reason?: unknown }>;
+  usage?: { prompt_tokens?: unknown; completion_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown } | null };
+}
+
+const count = (v: unknown): number | undefined => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined);
+
+export function remoteCompletionBackend(remote: RemoteBackend): CompletionBackend {
+  const tokenizer = remote.tokenizer;
+  const estimate = tokenizer ? undefined : new TextEstimate();
+  return {
+    encoder: tokenizer ?? (estimate as TextEstimate),
+    fingerprint: `remote ${remote.where} ${remote.model ?? ''} ${tokenizer ? 'ids' : 'text'}`,
+    maxContext: remote.maxContext,
+    async run(job, request, stats) {
+      const { layout } = request;
+      const t0 = Date.now();
+      let first: number | undefined;
+      let pieces = 0;
+      const prompt = estimate ? estimate.decode(layout.ids) : layout.ids;
+      const checkpoints = [layout.contextEnd, layout.stableEnd].filter((b) => b > 0 && b < layout.ids.length);
+      job.stage = 'prefill';
+      job.tokens = 0;
+      const end = await remote.stream(
+        job,
+        'completions',
+        {
+          prompt,
+          max_tokens: request.maxTokens,
+          temperature: 0,
+          stream: true,
+          stream_options: { include_usage: true, continuous_usage_stats: true },
+          ...(estimate ? {} : { k3_checkpoints: [...new Set(checkpoints)] }),
+        },
+        (data) => {
+          const chunk = data as CompletionChunk;
+          const text = chunk.choices?.[0]?.text;
+          if (typeof text === 'string' && text !== '') {
+            if (first === undefined) {
+              first = Date.now();
+              job.stage = 'generate';
+            }
+            pieces++;
+            job.tokens = pieces;
+            request.onText(text);
+          }
+          const u = chunk.usage;
+          if (u) {
+            const promptTokens = count(u.prompt_tokens);
+            const cached = count(u.prompt_tokens_details?.cached_tokens) ?? 0;
+            if (promptTokens !== undefined) {
+              stats.promptTokens = promptTokens;
+              stats.reusedTokens = Math.min(cached, promptTokens);
+              stats.prefilledTokens = promptTokens - stats.reusedTokens;
+            }
+            const generated = count(u.completion_tokens);
+            if (generated !== undefined) stats.generatedTokens = generated;
+          }
+        },
+      );
+      const done = Date.now();
+      stats.prefillMs = (first ?? done) - t0;
+      stats.generateMs = first === undefined ? 0 : done - first;
+      // Without usage (a stopped stream, or a server that does not send it): the pieces.
+      if (end === 'stopped' || stats.generatedTokens === 0) stats.generatedTokens = Math.max(stats.generatedTokens, pieces);
+      if (stats.prefilledTokens === 0 && stats.reusedTokens === 0) stats.prefilledTokens = stats.promptTokens;
+    },
+  };
+}

@@ -1,0 +1,220 @@
+// remote.test.ts - the language server's remote backend against `k3 serve` on the tiny
+// fixture over real HTTP on 127.0.0.1, driven like the extension drives it (the bundled
+// dist/server.js and a real LSP client): completions and chat replies equal the local
+// backend's for the same input (greedy both ways); a keystroke after a completion prefills
+// one token on the server; a reply streams piece by piece; stopping a reply stops the
+// generation on the server; a server killed mid-reply gives a clear error and the next
+// request, once it is back, succeeds; a wrong key (401), a wrong model (404), a closed
+// port and a server that never answers are told apart in the status, with the local
+// engine's error codes; the API key is never logged; presets say they apply to the local
+// engine only.
+import assert from 'node:assert/strict';
+import * as net from 'node:net';
+import { after, before, test } from 'node:test';
+import { ResponseError } from 'vscode-languageserver-protocol/node';
+import {
+  ChatSendRequest,
+  ChatStopRequest,
+  K3ErrorCodes,
+  type K3ErrorData,
+  ModelLoadRequest,
+  PresetsListRequest,
+  RemoteApiKeyRequest,
+  StatusRequest,
+  type InitializationOptions,
+} from '../../server/protocol';
+import { ensureFixture } from '../support/fixtures';
+import { type ServerHandle, startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';
+import { addonFile } from '../support/paths';
+import { type Serve, startServe } from './support';
+
+process.env.K3_ADDON ??= addonFile;
+const dir = ensureFixture({ gate: 'lowerbound' });
+const settings = { engine: { threads: 1, speculation: 4 }, completions: { maxTokens: 48 } };
+const SERVE_ARGS = ['--ctx', '4096', '--spec', '4'];
+
+let serve: Serve;
+let local: ServerHandle;
+let remote: ServerHandle;
+
+function remoteOptions(endpoint: string, extra: Partial<NonNullable<InitializationOptions['remote']>> = {}): InitializationOptions {
+  return { modelPath: dir, settings, backend: 'remote', remote: { endpoint, timeoutMs: 30_000, ...extra } };
+}
+
+before(
+  async () => {
+    serve = await startServe(dir, { args: SERVE_ARGS });
+    local = await startServer({ modelPath: dir, settings });
+    remote = await startServer(remoteOptions(serve.base));
+    await waitReady(local);
+    await waitReady(remote);
+  },
+  { timeout: TEST_TIMEOUT_MS },
+);
+
+after(async () => {
+  await local.shutdown();
+  await remote.shutdown();
+  await serve.stop();
+});
+
+/** Rejects with the ResponseError the promise rejects with, or fails. */
+async function failure(p: Promise<unknown>): Promise<ResponseError<K3ErrorData>> {
+  try {
+    await p;
+  } catch (e) {
+    assert.ok(e instanceof ResponseError, `a ResponseError, not ${String(e)}`);
+    return e as ResponseError<K3ErrorData>;
+  }
+  assert.fail('the request succeeded');
+}
+
+/** A loopback port nothing listens on. */
+async function closedPort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise<void>((resolve) => s.close(() => resolve()));
+  return port;
+}
+
+test("completions through k3 serve equal the local engine's, for the same documents and positions", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const docs: Array<[string, string, string, number, number]> = [
+    ['file:///w/add.py', 'python', 'def add(a, b):\n    return a + b\n\nresult = add(\nprint(result)\n', 3, 'result = add('.length],
+    ['file:///w/sort.ts', 'typescript', 'export function sorted(xs: number[]) {\n  return ', 1, '  return '.length],
+    ['file:///w/empty.go', 'go', 'package main\n\nfunc main() {\n', 3, 0],
+  ];
+  for (const [uri, lang, text, line, character] of docs) {
+    await local.open(uri, lang, text);
+    await remote.open(uri, lang, text);
+    const want = await local.complete(uri, line, character);
+    const got = await remote.complete(uri, line, character);
+    assert.deepEqual(got?.items.map((i) => i.insertText), want?.items.map((i) => i.insertText), uri);
+    const [l, r] = await Promise.all([local.connection.sendRequest(StatusRequest.type), remote.connection.sendRequest(StatusRequest.type)]);
+    assert.equal(r.lastCompletion?.source, 'engine');
+    assert.equal(r.lastCompletion?.promptTokens, l.lastCompletion?.promptTokens, 'the same prompt ids went to the server');
+  }
+});
+
+test('a keystroke after a remote completion prefills only its new token on k3 serve', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const uri = 'file:///w/keys.py';
+  await remote.open(uri, 'python', 'def mul(a, b):\n    return a * b\n\n');
+  const first = await remote.complete(uri, 3, 0);
+  const typed = first?.items[0]?.insertText.toString().startsWith('x') ? 'y' : 'x';
+  await remote.type(uri, 2, 3, 0, typed);
+  await remote.complete(uri, 3, 1);
+  const s = (await remote.connection.sendRequest(StatusRequest.type)).lastCompletion;
+  assert.equal(s?.source, 'engine');
+  assert.equal(s?.prefilledTokens, 1);
+  assert.equal(s?.reusedTokens, (s?.promptTokens ?? 0) - 1);
+});
+
+test("chat replies through k3 serve equal the local engine's, and stream piece by piece", { timeout: TEST_TIMEOUT_MS }, async () => {
+  for (const thinking of [true, false]) {
+    const message = thinking ? 'What is a monad?' : 'Write a haiku about rust.';
+    const want = await local.connection.sendRequest(ChatSendRequest.type, { message, maxTokens: 32, thinking });
+    const got = await remote.connection.sendRequest(ChatSendRequest.type, { message, maxTokens: 32, thinking });
+    assert.equal(got.message.reasoning, want.message.reasoning, 'reasoning');
+    assert.equal(got.message.content, want.message.content, 'content');
+    assert.equal(got.message.stopReason, want.message.stopReason);
+    assert.equal(got.stats.promptTokens, want.stats.promptTokens, 'k3 serve rendered as many prompt tokens');
+    assert.equal(got.stats.generatedTokens, want.stats.generatedTokens);
+    const pieces = remote.streams.filter((s) => s.messageId === got.message.id);
+    assert.ok(pieces.length > 1, `${pieces.length} pieces`);
+    const text = (channel: string): string => pieces.filter((p) => p.channel === channel).map((p) => p.text).join('');
+    assert.equal(text('reasoning'), got.message.reasoning);
+    assert.equal(text('content'), got.message.content);
+  }
+});
+
+test('stopping a remote reply closes the stream and stops the generation on the server', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const MAX = 3000;
+  const before = remote.streams.length;
+  const reply = remote.connection.sendRequest(ChatSendRequest.type, { message: 'Tell me everything.', maxTokens: MAX });
+  const piece = await remote.waitFor(remote.streams, (s) => remote.streams.indexOf(s) >= before);
+  const from = serve.log.length;
+  assert.deepEqual(await remote.connection.sendRequest(ChatStopRequest.type, { conversationId: piece.conversationId }), { stopped: true });
+  const r = await reply;
+  assert.equal(r.message.stopReason, 'stopped');
+  const line = await serve.waitForLog((l) => serve.log.indexOf(l) >= from && /chat\/completions 499 in .*generated \d+/.test(l));
+  const generated = Number(/generated (\d+)/.exec(line)?.[1]);
+  assert.ok(generated < MAX, `the server stopped after ${generated} of ${MAX} tokens`);
+});
+
+test('k3 serve killed mid-reply: a clear error, the status says so, and the next request succeeds once it is back', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const port = serve.port;
+  const reply = remote.connection.sendRequest(ChatSendRequest.type, { message: 'A very long answer, please.', maxTokens: 3000 });
+  const before = remote.streams.length;
+  await remote.waitFor(remote.streams, (s) => remote.streams.indexOf(s) >= before);
+  await serve.kill();
+  const e = await failure(reply);
+  assert.equal(e.code, K3ErrorCodes.EngineFailed);
+  assert.equal(e.data?.kind, 'remote-failed');
+  assert.match(e.message, /stopped answering in the middle of a reply/);
+  const down = await remote.waitForStatus((s) => s.phase === 'error');
+  assert.ok(down.error?.kind === 'remote-failed' || down.error?.kind === 'remote-unreachable', down.error?.kind);
+
+  serve = await startServe(dir, { args: [...SERVE_ARGS, '--port', String(port)] });
+  await remote.waitForStatus((s) => s.phase === 'ready');
+  const again = await remote.connection.sendRequest(ChatSendRequest.type, { message: 'Are you back?', maxTokens: 8 });
+  assert.equal(again.stats.generatedTokens, 8);
+  await remote.open('file:///w/back.py', 'python', 'x = 1\ny = ');
+  const completion = await remote.complete('file:///w/back.py', 1, 4);
+  assert.ok(completion, 'a completion answers again');
+});
+
+test('a wrong API key (401) is told apart, and k3/remote/setApiKey recovers without a restart; the key is never logged', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const locked = await startServe(dir, { args: SERVE_ARGS, env: { K3_API_KEY: 'open-sesame-42' } });
+  const server = await startServer(remoteOptions(locked.base, { apiKey: 'wrong-key-17' }));
+  try {
+    const s = await server.waitForStatus((x) => x.phase === 'error');
+    assert.equal(s.error?.kind, 'remote-unauthorized');
+    assert.equal(s.error?.action.kind, 'set-api-key');
+    const e = await failure(server.connection.sendRequest(ChatSendRequest.type, { message: 'hi', maxTokens: 2 }));
+    assert.equal(e.code, K3ErrorCodes.NoModel);
+    assert.equal(e.data?.kind, 'remote-unauthorized');
+    assert.deepEqual(await server.connection.sendRequest(RemoteApiKeyRequest.type, { apiKey: 'open-sesame-42' }), { phase: 'ready' });
+    const ok = await server.connection.sendRequest(ChatSendRequest.type, { message: 'hi', maxTokens: 2 });
+    assert.equal(ok.stats.generatedTokens, 2);
+    const everything = [...server.logs, ...server.problems.map((p) => JSON.stringify(p)), JSON.stringify(server.statuses), ...locked.log].join('\n');
+    assert.ok(!everything.includes('open-sesame-42') && !everything.includes('wrong-key-17'), 'no key in logs, problems or status');
+  } finally {
+    await server.shutdown();
+    await locked.stop();
+  }
+});
+
+test('a model the server does not serve (404), a closed port and a server that never answers are told apart', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const wrongModel = await startServer(remoteOptions(serve.base, { model: 'kimi-k3-nope' }));
+  const closed = await startServer(remoteOptions(`http://127.0.0.1:${await closedPort()}`));
+  const silent = net.createServer(() => undefined); // accepts, never answers
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  const mute = await startServer(remoteOptions(`http://127.0.0.1:${(silent.address() as net.AddressInfo).port}/v1`, { timeoutMs: 1000 }));
+  try {
+    const m = await wrongModel.waitForStatus((s) => s.phase === 'error');
+    assert.equal(m.error?.kind, 'remote-model-missing');
+    assert.match(m.error?.detail ?? '', /the server lists tiny-lowerbound-s1, not kimi-k3-nope/);
+    const c = await closed.waitForStatus((s) => s.phase === 'error');
+    assert.equal(c.error?.kind, 'remote-unreachable');
+    assert.equal(c.error?.action.kind, 'open-remote-settings');
+    const e = await failure(closed.connection.sendRequest(ChatSendRequest.type, { message: 'hi', maxTokens: 2 }));
+    assert.equal(e.code, K3ErrorCodes.NoModel);
+    assert.match(e.message, /cannot be reached/);
+    const t = await mute.waitForStatus((s) => s.phase === 'error');
+    assert.equal(t.error?.kind, 'remote-timeout');
+    assert.match(t.error?.detail ?? '', /no answer within 1000 ms/);
+  } finally {
+    await Promise.all([wrongModel.shutdown(), closed.shutdown(), mute.shutdown()]);
+    silent.close();
+  }
+});
+
+test('with the remote backend, presets and model loads say they apply to the local engine only', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const list = await remote.connection.sendRequest(PresetsListRequest.type);
+  assert.match(list.note ?? '', /apply to the local engine only/);
+  const status = await remote.connection.sendRequest(StatusRequest.type);
+  assert.deepEqual(status.remote, { endpoint: `${serve.base}/v1`, model: 'tiny-lowerbound-s1', prompts: 'ids' });
+  const e = await failure(remote.connection.sendRequest(ModelLoadRequest.type, { modelPath: dir }));
+  assert.equal(e.data?.kind, 'invalid-request');
+  assert.match(e.message, /local engine only/);
+});

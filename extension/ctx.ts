@@ -98,6 +98,10 @@ export class Ctx {
         if (e.affectsConfiguration('k3')) this.settingsChanged();
       }),
       vscode.workspace.onDidGrantWorkspaceTrust(() => this.settingsChanged()),
+      // A key set in another window reaches this window's server too.
+      extension.secrets.onDidChange((e) => {
+        if (e.key === REMOTE_API_KEY_SECRET) void this.pushRemoteApiKey();
+      }),
       { dispose: () => this.clearTimers() },
     );
     this.paint();
@@ -378,10 +382,15 @@ export class Ctx {
   async setRemoteApiKey(key: string): Promise<void> {
     if (key) await this.extension.secrets.store(REMOTE_API_KEY_SECRET, key);
     else await this.extension.secrets.delete(REMOTE_API_KEY_SECRET);
+    await this.pushRemoteApiKey();
+  }
+
+  /** Hands the stored key to a running server that uses the remote backend. */
+  private async pushRemoteApiKey(): Promise<void> {
     this.reportedProblem = undefined;
     if (this.settings.backend !== 'remote' || !this.client?.isRunning()) return;
     try {
-      await this.client.sendRequest(RemoteApiKeyRequest.type, { apiKey: key });
+      await this.client.sendRequest(RemoteApiKeyRequest.type, { apiKey: (await this.remoteApiKey()) ?? '' });
       await this.refreshStatus();
     } catch (e) {
       this.output.warn(`k3/remote/setApiKey failed: ${describeRequestError(e)}; restarting the engine with the new key`);

@@ -1,8 +1,8 @@
 // remote.test.ts - the language server's remote backend against `k3 serve` on the tiny
 // fixture over real HTTP on 127.0.0.1, driven like the extension drives it (the bundled
 // dist/server.js and a real LSP client): completions and chat replies equal the local
-// backend's for the same input (greedy both ways); a keystroke after a completion prefills
-// one token on the server; a reply streams piece by piece; stopping a reply stops the
+// backend's for the same input (greedy both ways); a newer completion supersedes the one in
+// flight; a keystroke after a completion prefills one token on the server; a reply streams piece by piece; stopping a reply stops the
 // generation on the server; a server killed mid-reply gives a clear error and the next
 // request, once it is back, succeeds; a wrong key (401), a wrong model (404), a closed
 // port and a server that never answers are told apart in the status, with the local
@@ -11,7 +11,7 @@
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { after, before, test } from 'node:test';
-import { ResponseError } from 'vscode-languageserver-protocol/node';
+import { LSPErrorCodes, ResponseError } from 'vscode-languageserver-protocol/node';
 import {
   ChatSendRequest,
   ChatStopRequest,
@@ -94,6 +94,20 @@ test("completions through k3 serve equal the local engine's, for the same docume
     assert.equal(r.lastCompletion?.source, 'engine');
     assert.equal(r.lastCompletion?.promptTokens, l.lastCompletion?.promptTokens, 'the same prompt ids went to the server');
   }
+});
+
+test('a newer remote completion supersedes the one in flight, which closes its stream', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const uri = 'file:///w/super.ts';
+  const text = 'export function twice(x: number) {\n  return ';
+  await local.open(uri, 'typescript', text);
+  await remote.open(uri, 'typescript', text);
+  const older = remote.complete(uri, 1, 'return '.length - 2);
+  const newer = remote.complete(uri, 1, 'return '.length);
+  const e = await failure(older);
+  assert.equal(e.code, LSPErrorCodes.ServerCancelled);
+  assert.deepEqual((await newer)?.items.map((i) => i.insertText), (await local.complete(uri, 1, 'return '.length))?.items.map((i) => i.insertText));
+  const s = (await remote.connection.sendRequest(StatusRequest.type)).lastCompletion;
+  assert.equal(s?.outcome, 'done');
 });
 
 test('a keystroke after a remote completion prefills only its new token on k3 serve', { timeout: TEST_TIMEOUT_MS }, async () => {

@@ -15,7 +15,7 @@ import { ensureFixture } from '../support/fixtures';
 import { rawExchange, requestJson, requestStream, type Serve, startServe, statusOf } from './support';
 
 const dir = ensureFixture({ gate: 'lowerbound' });
-const TIMEOUT = 60_000;
+const TIMEOUT = 120_000;
 const MAX_BODY = 4096;
 
 let asan: Serve;

@@ -2,11 +2,11 @@
 // declares the same ids with their titles (a test checks that the two agree); the status
 // bar menu lists them from package.json, so titles are written once.
 import * as vscode from 'vscode';
-import { PresetsListRequest } from '../server/protocol';
+import { PresetsListRequest, type PresetInfo } from '../server/protocol';
 import { describeRequestError } from './chatBackend';
 import type { Ctx } from './ctx';
 import { checkModelFolder } from './modelFolder';
-import { availableMemoryBytes, formatBytes, presetItems } from './presets';
+import { availableMemoryBytes, formatBytes, presetItems, type PresetFacts } from './presets';
 
 export const commands: Record<string, (ctx: Ctx) => unknown> = {
   'k3.selectPreset': selectPreset,
@@ -52,7 +52,7 @@ function targetOf(key: string): vscode.ConfigurationTarget {
 }
 
 async function selectPreset(ctx: Ctx): Promise<void> {
-  let presets: { id: string; description?: string }[] = (
+  let presets: PresetInfo[] | { id: string; description?: string }[] = (
     manifest(ctx).contributes.configuration.properties['k3.preset']?.enum ?? ['auto']
   ).map((id) => ({ id }));
   let current = ctx.serverPreset ?? ctx.settings.preset;
@@ -71,7 +71,13 @@ async function selectPreset(ctx: Ctx): Promise<void> {
     }
   }
   const available = availableMemoryBytes();
-  const items = presetItems(presets, current, available).map((item) => ({
+  const facts = new Map<string, PresetFacts>();
+  for (const p of presets as Partial<PresetInfo>[]) {
+    if (p.id && p.trunkBytes !== undefined && p.expertCacheBytes !== undefined && p.peakBytes !== undefined) {
+      facts.set(p.id, { trunkBytes: p.trunkBytes, expertCacheBytes: p.expertCacheBytes, peakBytes: p.peakBytes });
+    }
+  }
+  const items = presetItems(presets, current, available, facts).map((item) => ({
     ...item,
     alwaysShow: true,
   }));

@@ -1,9 +1,10 @@
 // presets.ts - the memory preset quick pick's items: every preset with its budgets, the
 // peak memory it needs and whether that fits the memory this machine has available now,
 // the recommended one marked. Pure except availableMemoryBytes(), which reads the OS.
-// TODO(issue 5/8): budgets and peak memory come from the engine's presets API through the
-// server; until server/protocol.ts has a presets method the items say they are not known
-// rather than guess, and `auto` (which sizes itself from free memory) is the recommended one.
+// Budgets and peak memory come from the engine's preset table through k3/presets/list; a
+// preset the server says nothing about (an older server, or none running) is listed as
+// not reported rather than guessed. `auto`, which sizes itself from free memory, is the
+// recommended one.
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 
@@ -13,7 +14,7 @@ export interface PresetFacts {
   trunkBytes: number;
   /** Expert cache budget, bytes. */
   expertCacheBytes: number;
-  /** Peak memory the engine needs with this preset, bytes. */
+  /** Peak memory the engine needs with this preset at full scale (the released K3), bytes. */
   peakBytes: number;
 }
 
@@ -64,13 +65,13 @@ export function presetItems(
     if (f) {
       const fits = f.peakBytes <= availableBytes;
       description = [description, `peak ${formatBytes(f.peakBytes)}`].filter(Boolean).join(' · ');
-      detail = `trunk ${formatBytes(f.trunkBytes)} + expert cache ${formatBytes(f.expertCacheBytes)}; ${
-        fits ? `fits in the ${formatBytes(availableBytes)} available` : `does not fit in the ${formatBytes(availableBytes)} available`
-      }`;
+      detail = `trunk ${formatBytes(f.trunkBytes)} + expert cache ${formatBytes(f.expertCacheBytes)}; full K3 peaks at ${formatBytes(
+        f.peakBytes,
+      )}: ${fits ? `fits in the ${formatBytes(availableBytes)} available` : `does not fit in the ${formatBytes(availableBytes)} available`}`;
     } else if (preset === 'auto') {
       detail = `sizes the trunk and the expert cache from the ${formatBytes(availableBytes)} available when the engine loads`;
     } else {
-      detail = 'budgets and peak memory: not reported by this engine build yet';
+      detail = 'budgets and peak memory: not reported by the server';
     }
     if (serverText) detail = `${serverText.replace(/\.$/, '')}. ${detail}`;
     return { preset, label, description, detail };

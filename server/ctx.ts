@@ -107,13 +107,15 @@ export class ServerCtx {
   }
 
   presets(): PresetInfo[] {
-    const gb = (b: number): string => `${(b / 1e9).toFixed(0)} GB`;
     return [
       { id: 'auto', label: 'Auto', description: 'Budgets sized from the memory this machine has free.' },
       ...enginePresets().map((p) => ({
         id: p.name,
         label: p.name[0].toUpperCase() + p.name.slice(1),
-        description: `${p.note} (trunk ${gb(p.trunkBytes)}, expert cache ${gb(p.expertCacheBytes)}; about ${gb(p.fullScalePeakRss)} peak at full scale)`,
+        description: p.note,
+        trunkBytes: p.trunkBytes,
+        expertCacheBytes: p.expertCacheBytes,
+        peakBytes: p.fullScalePeakRss,
       })),
       { id: 'mapped', label: 'Mapped', description: 'Every weight mapped from the shards; the operating system decides what stays in memory.' },
     ];

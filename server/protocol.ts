@@ -275,6 +275,12 @@ export interface PresetInfo {
   id: string;
   label: string;
   description: string;
+  /** The engine's budgets for this preset, bytes (absent for `auto` and `mapped`, which
+   * size themselves). */
+  trunkBytes?: number;
+  expertCacheBytes?: number;
+  /** The peak memory the preset needs with the released K3 (full scale), bytes. */
+  peakBytes?: number;
 }
 
 export interface PresetsListResult {

@@ -76,7 +76,7 @@ test('the preset picker lists every preset, marks the recommended and current on
   assert.equal(items[0].description, 'recommended');
   assert.equal(items[1].label, '$(check) laptop');
   assert.equal(items[1].description, 'current · peak 12 GiB');
-  assert.match(items[1].detail, /^Small\. trunk 4\.0 GiB \+ expert cache 6\.0 GiB; fits in the 16 GiB available$/);
+  assert.match(items[1].detail, /^Small\. trunk 4\.0 GiB \+ expert cache 6\.0 GiB; full K3 peaks at 12 GiB: fits in the 16 GiB available$/);
   assert.match(items[2].detail, /does not fit in the 16 GiB available/);
-  assert.match(presetItems([{ id: 'max' }], 'auto', GiB)[0].detail, /not reported by this engine build/);
+  assert.match(presetItems([{ id: 'max' }], 'auto', GiB)[0].detail, /not reported by the server/);
 });

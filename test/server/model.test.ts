@@ -64,6 +64,10 @@ test("presets come from the engine's table; the chosen one is saved for the work
     await waitReady(server);
     const list = await server.connection.sendRequest(PresetsListRequest.type);
     assert.deepEqual(list.presets.map((p) => p.id), ['auto', 'laptop', 'desktop', 'workstation', 'server', 'max', 'mapped']);
+    const laptop = list.presets.find((p) => p.id === 'laptop');
+    assert.ok(laptop?.trunkBytes && laptop.expertCacheBytes && laptop.peakBytes, 'budgets and peak memory for the picker');
+    assert.ok(laptop.peakBytes > laptop.trunkBytes + laptop.expertCacheBytes, 'the peak counts more than the two budgets');
+    assert.equal(list.presets.find((p) => p.id === 'auto')?.peakBytes, undefined, 'auto sizes itself');
     assert.equal(list.current, 'auto');
     const set = await server.connection.sendRequest(PresetsSetRequest.type, { preset: 'laptop' });
     assert.deepEqual(set, { preset: 'laptop', reloaded: true });

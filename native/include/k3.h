@@ -255,6 +255,11 @@ k3_status k3_sync(k3_context *ctx, const int32_t *ids, int n, int *reused);
  * top of native/src/state.c. */
 k3_status k3_state_save(k3_context *ctx, const char *path);
 
+/* Reads only the header of a saved state: *n_tokens receives how many tokens it holds, so
+ * a caller can size a context (max_context) before loading it. K3_ERR_IO for a file that
+ * cannot be read, K3_ERR_STATE for one that is not a state file of this format version. */
+k3_status k3_state_length(const char *path, int *n_tokens, char *detail, size_t detail_size);
+
 /* Replaces the sequence by the one saved in path. K3_ERR_STATE for a file from another
  * architecture or format version, a truncated or corrupted file, or one holding more
  * tokens than this context's max_context; the context is unchanged then. */

@@ -205,6 +205,42 @@ k3_status k3_state_save(k3_context *c, const char *path) {
     return K3_OK;
 }
 
+/* Reads the first 16 bytes, or the whole header when `h` has room for it, and checks magic
+ * and version. Returns the bytes read, or 0 with err set. */
+static size_t read_header(FILE *fp, const char *path, unsigned char *h, size_t size, k3_error *err) {
+    const size_t got = fread(h, 1, size, fp);
+    if (got < 16 || memcmp(h, STATE_MAGIC, 8) != 0) {
+        error_set(err, K3_ERR_STATE, "%s is not a k3 state file (%s)", path,
+                  got < 16 ? "shorter than a header" : "bad magic");
+        return 0;
+    }
+    if (get32(h + 8) != STATE_VERSION || get32(h + 12) != STATE_HEADER) {
+        error_set(err, K3_ERR_STATE, "%s is state format version %u (header %u bytes); this engine reads version %d",
+                  path, get32(h + 8), get32(h + 12), STATE_VERSION);
+        return 0;
+    }
+    if (got != size) {
+        error_set(err, K3_ERR_STATE, "%s is truncated: %zu bytes, shorter than its %d-byte header", path, got,
+                  STATE_HEADER);
+        return 0;
+    }
+    return got;
+}
+
+k3_status k3_state_length(const char *path, int *n_tokens, char *detail, size_t detail_size) {
+    k3_error err = {K3_OK, ""};
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        error_set(&err, K3_ERR_IO, "cannot open state file %s: %s", path, strerror(errno));
+    unsigned char h[STATE_HEADER];
+    if (fp && read_header(fp, path, h, sizeof h, &err))
+        *n_tokens = (int)get32(h + 72);
+    if (fp)
+        fclose(fp);
+    error_copy_detail(&err, detail, detail_size);
+    return err.status;
+}
+
 k3_status k3_state_load(k3_context *c, const char *path) {
     const model *m = c->model->m;
     error_clear(&c->err);
@@ -214,20 +250,8 @@ k3_status k3_state_load(k3_context *c, const char *path) {
     unsigned char h[STATE_HEADER];
     unsigned char *payload = NULL;
     k3_status s = K3_OK;
-    const size_t got = fread(h, 1, sizeof h, fp);
-    if (got < 16 || memcmp(h, STATE_MAGIC, 8) != 0) {
-        s = error_set(&c->err, K3_ERR_STATE, "%s is not a k3 state file (%s)", path,
-                      got < 16 ? "shorter than a header" : "bad magic");
-        goto done;
-    }
-    if (get32(h + 8) != STATE_VERSION || get32(h + 12) != STATE_HEADER) {
-        s = error_set(&c->err, K3_ERR_STATE, "%s is state format version %u (header %u bytes); this engine reads version %d",
-                      path, get32(h + 8), get32(h + 12), STATE_VERSION);
-        goto done;
-    }
-    if (got != sizeof h) {
-        s = error_set(&c->err, K3_ERR_STATE, "%s is truncated: %zu bytes, shorter than its %d-byte header", path, got,
-                      STATE_HEADER);
+    if (!read_header(fp, path, h, sizeof h, &c->err)) {
+        s = c->err.status;
         goto done;
     }
     const fingerprint f = model_fingerprint(m);

@@ -326,15 +326,14 @@ int run_main(int argc, char **argv) {
     cp.n_threads = o.threads;
     cp.batch = o.batch;
     rc = 1;
-    /* A resumed sequence needs room for what the state file holds too: size the context
-     * after peeking at it through a first, small load attempt. */
+    /* A resumed sequence needs room for what the state file holds too. */
     if (o.load_state) {
-        FILE *f = fopen(o.load_state, "rb");
-        unsigned char h[76];
-        if (f && fread(h, 1, sizeof h, f) == sizeof h)
-            cp.max_context += (int)(h[72] | h[73] << 8 | h[74] << 16 | (unsigned)h[75] << 24);
-        if (f)
-            fclose(f);
+        int held = 0;
+        if ((s = k3_state_length(o.load_state, &held, detail, sizeof detail)) != K3_OK) {
+            fail("loading the state", s, detail);
+            goto done;
+        }
+        cp.max_context += held;
     }
     s = k3_context_open(model, &cp, &ctx, detail, sizeof detail);
     if (s != K3_OK) {

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "context.h"
-#include "ops.h"
 
 
 void k3_context_params_default(k3_context_params *p) {
@@ -178,11 +177,11 @@ k3_status context_decode(k3_context *c, const int32_t *ids, int n, float *logits
             const float *row = c->logits + (long)(i - first_out) * m->vocab;
             const int pos = done + i;
             if (argmax)
-                argmax[pos] = ops_argmax(row, m->vocab);
+                argmax[pos] = c->impl->argmax(row, m->vocab);
             if (logits && pos >= first_logit)
                 memcpy(logits + (long)(pos - first_logit) * m->vocab, row, sizeof(float) * m->vocab);
             if (pos == n - 1)
-                c->next = argmax ? argmax[pos] : ops_argmax(row, m->vocab);
+                c->next = argmax ? argmax[pos] : c->impl->argmax(row, m->vocab);
         }
         memcpy(c->tokens + c->length, ids + done, sizeof(int32_t) * nb);
         c->length += nb;

@@ -60,7 +60,15 @@ static void scalar_mm_mxfp4(const uint8_t *packed, const uint8_t *scale, int nr,
         }
 }
 
-const kernels_impl kernels_scalar = {"scalar", scalar_mm_f32, scalar_mm_bf16, scalar_mm_mxfp4};
+static int scalar_argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+const kernels_impl kernels_scalar = {"scalar", scalar_mm_f32, scalar_mm_bf16, scalar_mm_mxfp4, scalar_argmax};
 
 const kernels_impl *kernels_best(void) {
     static const kernels_impl *chosen;
@@ -81,26 +89,25 @@ typedef struct {
     int ldy;
 } matmul_job;
 
+/* Rows [r0, r1) in one call: the implementation walks them itself, so a chunk costs one
+ * indirect call however many rows it holds. */
 static void matmul_rows(void *arg, int r0, int r1) {
     const matmul_job *j = arg;
     const kernels_matrix *w = j->w;
-    for (int r = r0; r < r1; r += KERNELS_ROWS) {
-        const int nr = r1 - r < KERNELS_ROWS ? r1 - r : KERNELS_ROWS;
-        float *y = j->y + r;
-        switch (w->type) {
-        case KERNELS_F32:
-            j->impl->mm_f32((const float *)w->data + (long)r * w->cols, nr, j->x, j->ldx, j->n, w->cols, y, j->ldy);
-            break;
-        case KERNELS_BF16:
-            j->impl->mm_bf16((const uint16_t *)w->data + (long)r * w->cols, nr, j->x, j->ldx, j->n, w->cols, y,
-                             j->ldy);
-            break;
-        case KERNELS_MXFP4:
-            j->impl->mm_mxfp4((const uint8_t *)w->data + (long)r * (w->cols / 2),
-                              w->scale + (long)r * (w->cols / DTYPE_MXFP4_BLOCK), nr, j->x, j->ldx, j->n, w->cols, y,
-                              j->ldy);
-            break;
-        }
+    const int nr = r1 - r0;
+    float *y = j->y + r0;
+    switch (w->type) {
+    case KERNELS_F32:
+        j->impl->mm_f32((const float *)w->data + (long)r0 * w->cols, nr, j->x, j->ldx, j->n, w->cols, y, j->ldy);
+        break;
+    case KERNELS_BF16:
+        j->impl->mm_bf16((const uint16_t *)w->data + (long)r0 * w->cols, nr, j->x, j->ldx, j->n, w->cols, y, j->ldy);
+        break;
+    case KERNELS_MXFP4:
+        j->impl->mm_mxfp4((const uint8_t *)w->data + (long)r0 * (w->cols / 2),
+                          w->scale + (long)r0 * (w->cols / DTYPE_MXFP4_BLOCK), nr, j->x, j->ldx, j->n, w->cols, y,
+                          j->ldy);
+        break;
     }
 }
 
@@ -128,9 +135,14 @@ void kernels_matmul(const kernels_impl *impl, const kernels_matrix *w, const flo
                     int ldy, threads *pool) {
     atomic_fetch_add(&weight_bytes_read, kernels_matrix_bytes(w));
     matmul_job job = {impl, w, x, ldx, n, y, ldy};
-    /* Grain: enough rows per chunk to amortise the hand-out, small enough to balance. Tiny
-     * products run on the calling thread: waking workers would cost more than they save. */
+    /* Grain: enough rows per chunk to amortise the hand-out, small enough to balance.
+     * Products under 4M multiply-adds run on the calling thread: a one-token step is ~300
+     * of them (a 512 x 512 product streams in ~20 us), and handing each to the pool cost
+     * more than the second thread saved (measured: 2-thread decode at 39 tokens/s with
+     * every product from 32K multiply-adds up in the pool, 83 with only lm_head there).
+     * Batches of prefill and verification still split their 512 x 512 products from 16
+     * tokens up. Which thread computes a row never changes its bits (kernels.h). */
     const int grain = w->rows >= 1024 ? 64 : 16;
     const uint64_t work = (uint64_t)w->rows * (uint64_t)w->cols * (uint64_t)n;
-    threads_run(work < (1u << 15) ? NULL : pool, w->rows, grain, matmul_rows, &job);
+    threads_run(work < (1u << 22) ? NULL : pool, w->rows, grain, matmul_rows, &job);
 }

@@ -1,5 +1,6 @@
 /* kernels.h - matrix products of stored weights (bf16, f32, MXFP4) with f32 activations,
- * the engine's only heavy arithmetic.
+ * the engine's only heavy arithmetic, and the argmax over a row of logits (a pass over the
+ * whole vocabulary per decoded token, as long as a small product).
  *
  * Batch and thread invariance: every output element y[t][r] is one dot product of weight
  * row r with input row t, computed by the same instruction sequence whatever the number of
@@ -18,9 +19,6 @@
 
 #include "threads.h"
 
-/* Rows handed to one call of an implementation. */
-#define KERNELS_ROWS 4
-
 typedef enum kernels_wtype { KERNELS_F32, KERNELS_BF16, KERNELS_MXFP4 } kernels_wtype;
 
 /* A weight matrix W[rows][cols] in place (nn.Linear layout: y = W x). */
@@ -31,16 +29,20 @@ typedef struct kernels_matrix {
     const uint8_t *scale; /* MXFP4 only: E8M0 (rows, cols/32) */
 } kernels_matrix;
 
-/* y[t*ldy + r] = dot(row r, x + t*ldx) for r < nr (1 <= nr <= KERNELS_ROWS), t < n: nr
- * consecutive rows of a matrix with `cols` columns starting at `rows` (MXFP4: packed
- * nibbles and their scales). How an implementation tiles rows and tokens is its own
- * business; what one (row, token) pair computes must not depend on it. */
+/* y[t*ldy + r] = dot(row r, x + t*ldx) for r < nr (nr >= 1), t < n: nr consecutive rows
+ * of a matrix with `cols` columns starting at `rows` (MXFP4: packed nibbles and their
+ * scales). How an implementation tiles rows and tokens is its own business; what one
+ * (row, token) pair computes must not depend on it. */
 typedef struct kernels_impl {
     const char *name;
     void (*mm_f32)(const float *rows, int nr, const float *x, int ldx, int n, int cols, float *y, int ldy);
     void (*mm_bf16)(const uint16_t *rows, int nr, const float *x, int ldx, int n, int cols, float *y, int ldy);
     void (*mm_mxfp4)(const uint8_t *packed, const uint8_t *scale, int nr, const float *x, int ldx, int n, int cols,
                      float *y, int ldy);
+    /* Index of the largest of x[0..n), n >= 1: the first one on ties; a value wins only by
+     * comparing greater than the best so far, so NaN never does (and x[0] = NaN gives 0).
+     * Every implementation returns exactly the scalar loop's answer. */
+    int (*argmax)(const float *x, int n);
 } kernels_impl;
 
 extern const kernels_impl kernels_scalar;

@@ -56,11 +56,3 @@ void ops_softmax(float *x, int n) {
     for (int i = 0; i < n; i++)
         x[i] *= inv;
 }
-
-int ops_argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}

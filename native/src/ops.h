@@ -20,7 +20,4 @@ float ops_sigmoid(float x);
 float ops_silu(float x);
 float ops_softplus(float x);
 
-/* Index of the largest value; the first one on ties. */
-int ops_argmax(const float *x, int n);
-
 #endif

@@ -119,7 +119,9 @@ TEST(avx2_kernels_equal_the_scalar_reference_on_odd_shapes) {
         }
 }
 
-/* One token alone, or the same token inside a batch of 9, gives the same bits. */
+/* One token alone, or the same token inside a batch of 5, gives the same bits, on one
+ * thread or two. The matrix is big enough (over 4M multiply-adds per token) that
+ * kernels_matmul hands even a single token's product to the pool. */
 TEST(matmul_is_bit_identical_across_batch_sizes_and_thread_counts) {
     threads *pool2 = NULL;
     CHECK(threads_new(2, &pool2, NULL) == K3_OK);
@@ -128,7 +130,7 @@ TEST(matmul_is_bit_identical_across_batch_sizes_and_thread_counts) {
         if (!impls[i])
             continue;
         for (int k = 0; k < 3; k++) {
-            const int rows = 300, cols = 96 + 32 * (k != 2) + 5 * (k != 2), n = 9;
+            const int rows = 33001, cols = 96 + 32 * (k != 2) + 5 * (k != 2), n = 5;
             test_matrix w = make_matrix(all_types[k], rows, cols, 3u + k);
             float *x = make_input(n, cols, 17u);
             float *batch = malloc(sizeof(float) * n * rows), *threaded = malloc(sizeof(float) * n * rows),
@@ -148,4 +150,48 @@ TEST(matmul_is_bit_identical_across_batch_sizes_and_thread_counts) {
         }
     }
     threads_free(pool2);
+}
+
+/* The argmax answers exactly as the scalar loop: first index on ties (including ties
+ * spread across SIMD lanes and in the tail), NaN never chosen unless it is x[0]. */
+TEST(avx2_argmax_equals_the_scalar_reference_on_ties_nan_and_odd_lengths) {
+    const kernels_impl *simd = kernels_avx2();
+    if (!simd) {
+        printf("  (no AVX2/FMA on this CPU: only the scalar argmax exists here)\n");
+        return;
+    }
+    static const int lengths[] = {1, 2, 7, 31, 32, 33, 95, 1000, 4099};
+    float *x = malloc(sizeof(float) * 4099);
+    for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+        const int n = lengths[l];
+        for (int kind = 0; kind < 7; kind++) {
+            unsigned seed = 31u * (unsigned)l + (unsigned)kind;
+            for (int i = 0; i < n; i++)
+                x[i] = rnd(&seed);
+            if (kind == 1) /* a few distinct values: many ties at the maximum */
+                for (int i = 0; i < n; i++)
+                    x[i] = (float)(int)(x[i] * 2);
+            if (kind == 2) /* all equal, signed zeros mixed in */
+                for (int i = 0; i < n; i++)
+                    x[i] = i % 3 ? 0.0f : -0.0f;
+            if (kind == 3) /* NaN first */
+                x[0] = NAN;
+            if (kind == 4) /* NaN scattered and the maximum in the tail */
+                for (int i = 1; i < n; i += 5)
+                    x[i] = NAN;
+            if (kind == 4 || kind == 5)
+                x[n - 1] = 2.0f;
+            if (kind == 6) /* -inf everywhere but one late NaN */
+                for (int i = 0; i < n; i++)
+                    x[i] = i == n / 2 && i > 0 ? NAN : -INFINITY;
+            CHECK_INT(simd->argmax(x, n), kernels_scalar.argmax(x, n));
+        }
+    }
+    /* Known answers: the first of equal maxima, in different lanes and sets of lanes. */
+    for (int i = 0; i < 100; i++)
+        x[i] = 0.0f;
+    x[70] = x[41] = x[99] = 1.0f;
+    CHECK_INT(kernels_scalar.argmax(x, 100), 41);
+    CHECK_INT(simd->argmax(x, 100), 41);
+    free(x);
 }

@@ -8,8 +8,8 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { repoRoot } from './support/paths';
 
-const SOURCE_DIRS = ['extension', 'server', 'webview', 'scripts', 'test', 'native/src', 'native/include', 'native/tools', 'native/tests', 'native/addon'];
-const SOURCE_EXT = /\.(ts|mjs|js|c|h|cc)$/;
+const SOURCE_DIRS = ['extension', 'server', 'webview', 'scripts', 'test', 'training', 'native/src', 'native/include', 'native/tools', 'native/tests', 'native/addon'];
+const SOURCE_EXT = /\.(ts|mjs|js|c|h|cc|py)$/;
 const SKIP_DIRS = new Set(['node_modules', 'data', 'build']);
 
 function walk(dir: string): string[] {
@@ -33,8 +33,8 @@ test('every source file opens with a comment saying what it is for', () => {
   const bare = sources.filter((f) => {
     const lines = read(f).split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#!'));
     const first = lines[0]?.trim() ?? '';
-    const opening = first.startsWith('//') || first.startsWith('/*');
-    return !opening || lines.slice(0, 6).join(' ').replace(/[/*\s]/g, '').length < 30;
+    const opening = first.startsWith('//') || first.startsWith('/*') || first.startsWith('"""');
+    return !opening || lines.slice(0, 6).join(' ').replace(/[/*\s"]/g, '').length < 30;
   });
   assert.deepEqual(bare.map(rel), []);
 });

@@ -1,4 +1,4 @@
-"""configs.py - the two sizes of the embedded default model: `cpu` (what this project's 2-core
+"""configs.py - the sizes of the embedded default model: `cpu` (what this project's 2-core
 machines train in about an hour, and what the repository carries: about 20 MB exported) and
 `cuda` (the same architecture wider and deeper, for when a GPU is at hand). Both use every K3
 feature the engine supports: KDA with the release's lower-bound gate, gated NoPE MLA on every
@@ -25,7 +25,15 @@ CUDA = dict(CPU, **{
     "seq_len": 512, "batch": 32, "steps": 20000, "lr": 1.5e-3, "warmup": 500,
 })
 
-SIZES = {"cpu": CPU, "cuda": CUDA}
+# The smallest shape with every feature (two AttnRes blocks, MLA last), for the export test.
+TEST = dict(CPU, **{
+    "hidden_size": 64, "num_hidden_layers": 5, "attn_res_block_size": 2, "full_attn_layers": [3, 5],
+    "kda_heads": 2, "kda_head_dim": 32, "num_attention_heads": 2, "q_lora_rank": 32, "kv_lora_rank": 32,
+    "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "intermediate_size": 96,
+    "num_experts": 4, "moe_intermediate_size": 64, "routed_expert_hidden_size": 32, "ranks": 512,
+})
+
+SIZES = {"cpu": CPU, "cuda": CUDA, "test": TEST}
 
 
 def text_config(size, vocab_size, bos, eos, pad):

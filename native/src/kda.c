@@ -48,7 +48,7 @@ void kda_forward(const kda_dims *dm, const kda_weights *w, float *state, const f
     float *fa = o + (long)n * P;          /* (n, gate_rank) */
     float *beta = fa + (long)n * dm->gate_rank; /* (n, H) */
     float *conv_out = beta + (long)n * H;      /* (P) one token's conv output */
-    float *u = conv_out + P;                    /* (D) S^T k */
+    float *u = conv_out + P;                    /* (D) S^T k, then v - S^T k */
 
     kernels_matmul(impl, &w->q, x, d, n, uq, P, pool);
     kernels_matmul(impl, &w->k, x, d, n, uk, P, pool);
@@ -78,33 +78,34 @@ void kda_forward(const kda_dims *dm, const kda_weights *w, float *state, const f
             float *Sh = S + (long)h * D * D;
             const float *zt = z + (long)t * P + h * D;
             const float *dt = w->dt_bias + h * D;
-            /* Decay each key row of the state first. */
+            /* Two passes over the state, each key row once: decay it and add it into
+             * u = S^T k; then the delta write and the read o = S^T q of the updated row.
+             * Each u[j] and o[j] still sums over rows in key order. */
+            float *oh = o + (long)t * P + h * D;
+            for (int j = 0; j < D; j++)
+                u[j] = oh[j] = 0.0f;
             for (int i = 0; i < D; i++) {
                 const float zz = zt[i] + dt[i];
                 const float g = dm->lower_bound_gate ? dm->gate_lower_bound * ops_sigmoid(a * zz)
                                                      : -a * ops_softplus(zz);
-                const float alpha = expf(g);
-                for (int j = 0; j < D; j++)
-                    Sh[i * D + j] *= alpha;
+                const float alpha = expf(g), ki = k[i];
+                float *Si = Sh + i * D;
+                for (int j = 0; j < D; j++) {
+                    Si[j] *= alpha;
+                    u[j] += Si[j] * ki;
+                }
             }
-            /* u = S^T k with the decayed state, then the delta write. */
             for (int j = 0; j < D; j++)
-                u[j] = 0.0f;
-            for (int i = 0; i < D; i++)
-                for (int j = 0; j < D; j++)
-                    u[j] += Sh[i * D + j] * k[i];
+                u[j] = v[j] - u[j];
             for (int i = 0; i < D; i++) {
-                const float bk = bt * k[i];
-                for (int j = 0; j < D; j++)
-                    Sh[i * D + j] += bk * (v[j] - u[j]);
+                const float bk = bt * k[i], qi = q[i];
+                float *Si = Sh + i * D;
+                for (int j = 0; j < D; j++) {
+                    Si[j] += bk * u[j];
+                    oh[j] += Si[j] * qi;
+                }
             }
-            /* Read the updated state, then the head-wise RMSNorm. */
-            float *oh = o + (long)t * P + h * D;
-            for (int j = 0; j < D; j++)
-                oh[j] = 0.0f;
-            for (int i = 0; i < D; i++)
-                for (int j = 0; j < D; j++)
-                    oh[j] += Sh[i * D + j] * q[i];
+            /* The head-wise RMSNorm. */
             ops_rmsnorm(oh, w->o_norm, D, dm->norm_eps, oh);
         }
         float *ot = o + (long)t * P;

@@ -17,7 +17,7 @@ long mla_scratch_floats(const mla_dims *dm, int n, int capacity) {
     const long qdim = (long)dm->heads * (dm->nope + dm->rope);
     const long vdim = (long)dm->heads * dm->v_head;
     return (long)n * (dm->q_lora + qdim + mla_cache_row_floats(dm) + 2 * vdim + (long)dm->heads * dm->kv_lora) +
-           capacity + 2L * dm->kv_lora;
+           capacity + 2L * dm->kv_lora + dm->rope;
 }
 
 /* Row r of a f32 or bf16 matrix as floats: a pointer into the weights, or into tmp. */
@@ -42,8 +42,9 @@ void mla_forward(const mla_dims *dm, const mla_weights *w, float *cache, int sta
     float *o = gate + (long)n * vdim;    /* (n, H*v) */
     float *lat = o + (long)n * vdim;     /* (n, H, kv_lora) attention output in latent space */
     float *scores = lat + (long)n * H * L; /* (capacity) */
-    float *qt = scores + start + n;      /* (kv_lora) absorbed query; sized by capacity above */
-    float *tmp = qt + L;                 /* (kv_lora) a converted kv_b row */
+    float *qt = scores + start + n;      /* (kv_lora+rope) absorbed query, then q_pe: a cache row's
+                                            partner; sized by capacity above */
+    float *tmp = qt + row;               /* (kv_lora) a converted kv_b row */
 
     kernels_matmul(impl, &w->q_a, x, d, n, cq, dm->q_lora, pool);
     for (int t = 0; t < n; t++)
@@ -73,15 +74,13 @@ void mla_forward(const mla_dims *dm, const mla_weights *w, float *cache, int sta
                 for (int j = 0; j < L; j++)
                     qt[j] += wr[j] * qn[i];
             }
-            for (int s = 0; s < len; s++) {
-                const float *cs = cache + (long)s * row;
-                float acc = 0.0f;
-                for (int j = 0; j < L; j++)
-                    acc += qt[j] * cs[j];
-                for (int j = 0; j < R; j++)
-                    acc += qp[j] * cs[L + j];
-                scores[s] = acc * scale;
-            }
+            /* Every cache row dotted with [qt | q_pe] by the matrix kernel: the same
+             * instruction sequence per position whatever the batch, and vectorised (a
+             * scalar running sum waits on each add, kv_lora + rope of them per position). */
+            memcpy(qt + L, qp, sizeof(float) * R);
+            impl->mm_f32(cache, len, qt, row, 1, row, scores, 1);
+            for (int s = 0; s < len; s++)
+                scores[s] *= scale;
             ops_softmax(scores, len);
             float *lh = lat + ((long)t * H + h) * L;
             for (int j = 0; j < L; j++)

@@ -27,7 +27,7 @@ def quantize(w):
     e = torch.ceil(torch.log2(torch.clamp(amax, min=2.0 ** -126) / 6.0))
     e = torch.clamp(e, -127, 127)
     scaled = b / torch.pow(2.0, e).unsqueeze(-1)
-    index = torch.bucketize(scaled.abs(), MIDPOINTS)
+    index = torch.bucketize(scaled.abs(), MIDPOINTS.to(scaled.device))
     sign = ((scaled < 0) & (index > 0)).to(torch.uint8)
     codes = (index.to(torch.uint8) | (sign << 3)).reshape(w.shape[0], -1)
     packed = codes[:, 0::2] | (codes[:, 1::2] << 4)
@@ -38,7 +38,7 @@ def dequantize(packed, scale):
     """The exact weights the engine computes with: [rows, 2 * packed cols] float32."""
     rows = packed.shape[0]
     codes = torch.stack([packed & 0x0F, packed >> 4], -1).reshape(rows, -1).long()
-    value = E2M1[codes & 7] * torch.where(codes & 8 > 0, -1.0, 1.0)
+    value = E2M1.to(packed.device)[codes & 7] * torch.where(codes & 8 > 0, -1.0, 1.0)
     factor = torch.pow(2.0, scale.float() - 127.0)
     return (value.reshape(rows, -1, GROUP) * factor.unsqueeze(-1)).reshape(rows, -1)
 

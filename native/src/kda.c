@@ -35,6 +35,25 @@ static void short_conv(const float *taps, float *hist, int k, int p, const float
     }
 }
 
+/* One key row of a head's state (d values): decay it by alpha, then add it times k_i into
+ * u. restrict spares the overlap test the compiler otherwise runs before each vector loop;
+ * the operations stay element-wise, so the rounding is that of the scalar loop. */
+static void row_decay_read(float *restrict row, int d, float alpha, float k_i, float *restrict u) {
+    for (int j = 0; j < d; j++) {
+        row[j] *= alpha;
+        u[j] += row[j] * k_i;
+    }
+}
+
+/* The delta write of one key row, row += bk * delta, then row times q_i added into o. */
+static void row_write_read(float *restrict row, int d, float bk, const float *restrict delta, float q_i,
+                           float *restrict o) {
+    for (int j = 0; j < d; j++) {
+        row[j] += bk * delta[j];
+        o[j] += row[j] * q_i;
+    }
+}
+
 void kda_forward(const kda_dims *dm, const kda_weights *w, float *state, const float *x, int n, float *out,
                  float *scratch, const kernels_impl *impl, threads *pool) {
     const int H = dm->heads, D = dm->head_dim, d = dm->hidden;
@@ -88,23 +107,12 @@ void kda_forward(const kda_dims *dm, const kda_weights *w, float *state, const f
                 const float zz = zt[i] + dt[i];
                 const float g = dm->lower_bound_gate ? dm->gate_lower_bound * ops_sigmoid(a * zz)
                                                      : -a * ops_softplus(zz);
-                const float alpha = expf(g), ki = k[i];
-                float *Si = Sh + i * D;
-                for (int j = 0; j < D; j++) {
-                    Si[j] *= alpha;
-                    u[j] += Si[j] * ki;
-                }
+                row_decay_read(Sh + i * D, D, expf(g), k[i], u);
             }
             for (int j = 0; j < D; j++)
                 u[j] = v[j] - u[j];
-            for (int i = 0; i < D; i++) {
-                const float bk = bt * k[i], qi = q[i];
-                float *Si = Sh + i * D;
-                for (int j = 0; j < D; j++) {
-                    Si[j] += bk * u[j];
-                    oh[j] += Si[j] * qi;
-                }
-            }
+            for (int i = 0; i < D; i++)
+                row_write_read(Sh + i * D, D, bt * k[i], u, q[i], oh);
             /* The head-wise RMSNorm. */
             ops_rmsnorm(oh, w->o_norm, D, dm->norm_eps, oh);
         }

@@ -81,11 +81,12 @@ export function createClient(
 }
 
 /**
- * The embedded default model's folder inside the extension (media/model), or '' while the
- * package has none. TODO(embedded default model issue): until it lands the package ships
- * no model, so an empty k3.modelPath means "no model" and the server says so.
+ * The embedded default model's folder inside the extension (media/models/k3-mini: a small
+ * K3-architecture code model trained by the project, see its MODEL_CARD.md), or '' if the
+ * package was built without it, in which case an empty k3.modelPath means "no model" and
+ * the server says so.
  */
 export function embeddedModelPath(extension: vscode.ExtensionContext): string {
-  const dir = extension.asAbsolutePath(path.join('media', 'model'));
+  const dir = extension.asAbsolutePath(path.join('media', 'models', 'k3-mini'));
   return fs.existsSync(path.join(dir, 'config.json')) ? dir : '';
 }

@@ -1,8 +1,8 @@
 // start.mjs - `npm start`: the one-command demo. Builds and packages the extension, installs
 // code-server if missing (scripts/e2e/setup.sh), installs the .vsix into out/demo/, opens a
-// sample workspace and prints the URL to open in a browser. The model folder is the tiny
-// generated test checkpoint (random weights: the replies are gibberish, but every part of
-// the extension runs) until the embedded default model lands. Ctrl+C stops it.
+// sample workspace and prints the URL to open in a browser. k3.modelPath is left unset, so the
+// extension runs its embedded default model (media/models/k3-mini, a small code model the
+// project trained; see its MODEL_CARD.md). Ctrl+C stops it.
 //   npm start [-- --port N] [-- --no-package]
 import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -27,24 +27,13 @@ const { version } = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 
 const vsix = path.join(root, `k3-code-${version}-${process.platform}-${process.arch}.vsix`);
 if (!args.includes('--no-package') || !fs.existsSync(vsix)) run('build and package', process.execPath, [path.join(root, 'scripts/package.mjs')]);
 run('code-server', 'bash', [path.join(root, 'scripts/e2e/setup.sh')]);
-console.log('start: model folder (the tiny generated checkpoint; the embedded default model is not there yet)');
-const fixture = spawnSync(process.execPath, [path.join(root, 'scripts/run-ts.mjs'), path.join(root, 'scripts/e2e/ensure-fixture.ts')], {
-  cwd: root,
-  encoding: 'utf8',
-  stdio: ['ignore', 'pipe', 'inherit'],
-});
-const modelPath = fixture.stdout.trim().split('\n').pop();
-if (fixture.status !== 0 || !modelPath) process.exit(1);
-
 const demo = path.join(root, 'out/demo');
 const dirs = { data: path.join(demo, 'data'), exts: path.join(demo, 'extensions'), ws: path.join(demo, 'workspace'), tmp: path.join(demo, 't') };
 fs.rmSync(dirs.exts, { recursive: true, force: true });
 for (const d of Object.values(dirs)) fs.mkdirSync(d, { recursive: true });
 const quiet = JSON.parse(fs.readFileSync(path.join(root, 'scripts/e2e/workbench-settings.json'), 'utf8'));
-for (const [scope, values] of [['User', quiet], ['Machine', { 'k3.modelPath': modelPath }]]) {
-  fs.mkdirSync(path.join(dirs.data, scope), { recursive: true });
-  fs.writeFileSync(path.join(dirs.data, scope, 'settings.json'), JSON.stringify(values, null, 2));
-}
+fs.mkdirSync(path.join(dirs.data, 'User'), { recursive: true });
+fs.writeFileSync(path.join(dirs.data, 'User', 'settings.json'), JSON.stringify(quiet, null, 2));
 const sample = path.join(dirs.ws, 'src/math.ts');
 if (!fs.existsSync(sample)) {
   fs.mkdirSync(path.dirname(sample), { recursive: true });
@@ -70,7 +59,7 @@ for (let i = 0; i < 300; i++) {
   }
   await new Promise((r) => setTimeout(r, 100));
 }
-console.log(`\nK3 Code is running in VS Code (code-server ${'4.100.3'}). Open:\n\n  ${url}\n\nModel folder: ${modelPath}\nCtrl+C stops it.`);
+console.log(`\nK3 Code is running in VS Code (code-server ${'4.100.3'}). Open:\n\n  ${url}\n\nModel: the embedded default (media/models/k3-mini).\nCtrl+C stops it.`);
 const stop = () => server.kill('SIGTERM');
 process.on('SIGINT', stop);
 process.on('SIGTERM', stop);

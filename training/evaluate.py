@@ -89,7 +89,7 @@ def teacher_forced(model, vocab, files):
         nll += -logp.gather(1, target.unsqueeze(1)).sum().item()
         correct += (logits[:-1].argmax(-1) == target).sum().item()
         count += len(ids) - 1
-    return {"files": len(files), "positions": count, "next_token_accuracy": correct / count,
+    return {"files": len(files), "window": WINDOW, "positions": count, "next_token_accuracy": correct / count,
             "perplexity": math.exp(nll / count), "mean_nll_nats": nll / count}
 
 

@@ -40,6 +40,14 @@ def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or "unknown CPU"
+
+
 def tokenize_files(tok_dir, files):
     """Engine token ids of each file (k3 tokenize prints them as a JSON array, last line)."""
     out = []
@@ -147,7 +155,7 @@ def main():
         "command": "/usr/bin/python3 training/train.py " + " ".join(sys.argv[1:]),
         "size": args.size, "seed": args.seed, "steps": configs.SIZES[args.size]["steps"],
         "hyperparameters": configs.SIZES[args.size], "device": args.device, "threads": args.threads,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.processor() or 'cpu'}",
+        "machine": f"{cpu_model()}, {os.cpu_count()} cores, {platform.machine()}",
         "torch": torch.__version__, "train_seconds": round(seconds, 1), "train_tokens_seen":
             configs.SIZES[args.size]["steps"] * configs.SIZES[args.size]["batch"] * configs.SIZES[args.size]["seq_len"],
         "corpus_files": len(files), "corpus_train_tokens": len(stream),

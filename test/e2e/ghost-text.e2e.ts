@@ -1,14 +1,13 @@
-// ghost-text.e2e.ts - ghost text in a real editor: with the tiny generated checkpoint loaded
-// (random weights: the text is gibberish, the path is real), typing in a TypeScript file
-// shows the engine's completion as ghost text after the debounce, and Tab inserts exactly
-// that text into the document. "The engine's completion" is checked against the installed
+// ghost-text.e2e.ts - ghost text in a real editor: with no k3.modelPath set, the extension
+// runs its embedded default model (media/models/k3-mini, trained by the project), and typing
+// in a TypeScript file shows the engine's completion as ghost text after the debounce, and
+// Tab inserts exactly that text into the document. "The engine's completion" is checked against the installed
 // extension's server, started from this process and asked for the same document at the
 // same position.
 import assert from 'node:assert/strict';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { after, before, test } from 'node:test';
-import { ensureFixture } from '../support/fixtures';
 import { startServer, waitReady } from '../support/lsp';
 import { ghostText, installedExtension, startSession, step, waitForFile, waitForStatus, type Session } from './harness';
 
@@ -22,7 +21,7 @@ before(async () => {
   s = await startSession({
     // A fixed debounce far above the keystroke gap: one request, for the whole typed line,
     // rather than one for a shorter prefix whose answer the cache could serve type-through.
-    settings: { 'k3.modelPath': ensureFixture(), 'k3.completions.debounceMs': 1000 },
+    settings: { 'k3.completions.debounceMs': 1000 },
     files: { [FILE]: ORIGINAL },
   });
 });
@@ -35,7 +34,7 @@ after(async () => {
 async function serverCompletion(workspace: string, text: string): Promise<string> {
   // The installed extension's own server bundle and addon, with the settings it sends.
   const server = await startServer(
-    { modelPath: ensureFixture(), settings: { completions: { multiline: false } } },
+    { modelPath: path.join(installedExtension(), 'media/models/k3-mini'), settings: { completions: { multiline: false } } },
     { workspaceFolder: workspace, bundle: path.join(installedExtension(), 'dist/server.js') },
   );
   try {

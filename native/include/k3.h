@@ -214,6 +214,10 @@ typedef struct k3_generate_params {
     int n_context_ids;
     k3_token_fn on_token;       /* may be NULL */
     void *user;
+    int spec_always;            /* 0 (default): draft only as long as measured costs say verifying
+                                   pays (on a model whose weights fit the CPU's cache a verified
+                                   position costs about a whole step); 1: draft whenever the
+                                   drafter proposes, for testing the drafter and the verifier */
 } k3_generate_params;
 
 /* Why k3_generate returned K3_OK. */

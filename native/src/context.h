@@ -47,6 +47,9 @@ struct k3_context {
     size_t checkpoint_limit, checkpoint_bytes;
     unsigned long use_clock;
     context_snapshot rollback; /* spec.c's pre-verification snapshot (kda only) */
+    /* spec.c's measured seconds of a serial step and of a verified position (0: not yet),
+     * kept across k3_generate calls: they belong to the model, machine and thread count. */
+    double spec_step_seconds, spec_position_seconds;
 };
 
 /* Decodes ids[0..n) after the current sequence (see k3_decode), with argmax of every

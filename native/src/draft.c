@@ -213,6 +213,10 @@ int draft_propose(draft *d, int32_t pending, int max, const int32_t *stop, int n
     return n;
 }
 
+double draft_acceptance(const draft *d) {
+    return d->acceptance;
+}
+
 void draft_feedback(draft *d, int proposed, int accepted) {
     if (proposed <= 0)
         return;

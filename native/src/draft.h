@@ -37,4 +37,7 @@ int draft_propose(draft *d, int32_t pending, int max, const int32_t *stop, int n
 /* Tells the drafter how many of `proposed` tokens verification accepted. */
 void draft_feedback(draft *d, int proposed, int accepted);
 
+/* The running fraction of proposed tokens accepted (0.5 before any feedback). */
+double draft_acceptance(const draft *d);
+
 #endif

@@ -8,14 +8,80 @@
  *
  * The last emitted token is not decoded: nobody has asked for the logits after it yet,
  * and on a large model a pass costs seconds. The sequence therefore holds every generated
- * token but the last; k3_sync() adds it when the conversation goes on. */
+ * token but the last; k3_sync() adds it when the conversation goes on.
+ *
+ * Speculation must pay for itself. Where decode is memory-bound (the real model, experts
+ * streamed) a verified position costs a fraction of a serial step; where the weights sit
+ * in the CPU's cache (a small model) it costs about a whole one, and a partial acceptance
+ * adds a replay pass. So the wall-clock cost of a serial step and of a verified position
+ * are measured as generation goes (and kept in the context for the next call), and a
+ * draft is only as long as the expected accepted run pays for. When nothing pays,
+ * drafting pauses for a doubling number of steps; after a pause one round at the
+ * drafter's own length measures again, unless even perfect drafts could not pay.
+ * (spec_always turns this off.) Only the speed depends on it: which steps draft never
+ * changes the output. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "context.h"
 #include "draft.h"
+#include "io.h"
 
 #define SPEC_MAX 16
+#define PACE_MAX_PAUSE 64
+
+/* Measured costs (0 until measured) and the pause they set. */
+typedef struct {
+    double step;     /* seconds of a serial one-token pass */
+    double position; /* seconds per position of a verify pass */
+    int pause, skip; /* length of the last pause, and serial steps left in it */
+} pace;
+
+static double blend(double avg, double x) {
+    return avg > 0 ? 0.7 * avg + 0.3 * x : x;
+}
+
+/* The draft length (0..max) that maximises expected tokens per second when each drafted
+ * token is accepted with probability a: a round of n drafts emits 1 + a + .. + a^n tokens
+ * and costs n + 1 verified positions, plus a replay of the kept tokens unless all n land. */
+static int pace_length(const pace *p, double a, int max) {
+    const double r = p->position / p->step; /* a verified position, in serial steps */
+    int best = 0;
+    double best_rate = 1.0; /* serial decode: one token per step */
+    double tokens = 1.0, an = 1.0;
+    for (int n = 1; n <= max; n++) {
+        an *= a;
+        tokens += an;
+        const double cost = r * ((n + 1) + (1.0 - an) * tokens);
+        if (tokens / cost > best_rate) {
+            best_rate = tokens / cost;
+            best = n;
+        }
+    }
+    return best;
+}
+
+/* How many drafts to allow this step: max while costs are unknown, 0 during a pause,
+ * else what pace_length() finds worth it; when a pause ends, one probe at max if perfect
+ * drafts could pay (the acceptance estimate may be stale, the costs are not). */
+static int pace_allow(pace *p, double acceptance, int max) {
+    if (p->skip > 0) {
+        p->skip--;
+        return 0;
+    }
+    if (p->step <= 0 || p->position <= 0)
+        return max;
+    if (p->pause > 0 && pace_length(p, 1.0, max) > 0) {
+        p->pause = 0; /* the probe */
+        return max;
+    }
+    const int n = pace_length(p, acceptance, max);
+    if (n == 0) {
+        p->pause = p->pause ? (p->pause * 2 < PACE_MAX_PAUSE ? p->pause * 2 : PACE_MAX_PAUSE) : 4;
+        p->skip = p->pause;
+    }
+    return n;
+}
 
 void k3_generate_params_default(k3_generate_params *p) {
     memset(p, 0, sizeof *p);
@@ -82,6 +148,7 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
                          "k3_generate: max_tokens %d (>= 1), spec_max %d (0..%d), %d stop ids, %d context ids",
                          params->max_tokens, params->spec_max, SPEC_MAX, params->n_stop_ids, params->n_context_ids);
     run r = {c, params, stats};
+    pace pc = {c->spec_step_seconds, c->spec_position_seconds, 0, 0};
     draft *d = NULL;
     k3_status s = K3_OK;
     if (params->spec_max > 0) {
@@ -111,18 +178,26 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
             const int left = params->max_tokens - stats->emitted; /* drafts past the limit are wasted */
             if (max > left)
                 max = left;
+            if (!params->spec_always)
+                max = pace_allow(&pc, draft_acceptance(d), max);
             if ((s = draft_sync(d, c->tokens, c->length, &c->err)) != K3_OK)
                 break;
-            n_draft = draft_propose(d, pending, max, params->stop_ids, params->n_stop_ids, batch + 1);
+            if (max > 0)
+                n_draft = draft_propose(d, pending, max, params->stop_ids, params->n_stop_ids, batch + 1);
         }
         batch[0] = pending;
         if (n_draft > 0 && (s = context_snapshot_take(c, &c->rollback, 0)) != K3_OK)
             break;
         stats->forward_passes++;
+        const double t0 = io_now();
         if ((s = context_decode(c, batch, n_draft + 1, NULL, 0, n_draft ? verdict : NULL)) != K3_OK)
             break;
-        if (n_draft == 0)
+        const double seconds = io_now() - t0;
+        if (n_draft == 0) {
+            pc.step = blend(pc.step, seconds);
             continue;
+        }
+        pc.position = blend(pc.position, seconds / (n_draft + 1));
         stats->rounds++;
         stats->drafted += n_draft;
         int accepted = 0;
@@ -150,6 +225,8 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
         c->next = verdict[accepted];
     }
 done:
+    c->spec_step_seconds = pc.step;
+    c->spec_position_seconds = pc.position;
     draft_free(d);
     return s;
 }

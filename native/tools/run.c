@@ -18,6 +18,7 @@ typedef struct run_options {
     int gen;
     int incremental;
     int spec;
+    int spec_always;
     int threads;
     int batch;
     int tf_check;
@@ -121,6 +122,8 @@ static int parse_options(int argc, char **argv, run_options *o) {
                                                                                : NULL;
         if (!strcmp(a, "--incremental"))
             o->incremental = 1;
+        else if (!strcmp(a, "--spec-always"))
+            o->spec_always = 1;
         else if (!strcmp(a, "--tf-check"))
             o->tf_check = 1;
         else if (text_opt || int_opt) {
@@ -142,6 +145,8 @@ static int parse_options(int argc, char **argv, run_options *o) {
         o->incremental = 1;
     if ((o->context_ids || o->context_file) && !o->spec)
         return bad_usage("%s", "--context-ids / --context-file feed the drafter: they need --spec N");
+    if (o->spec_always && !o->spec)
+        return bad_usage("%s", "--spec-always says how --spec drafts: it needs --spec N");
     if (o->context_ids && o->context_file)
         return bad_usage("%s", "give at most one of --context-ids and --context-file");
     if (o->tf_check && (o->spec || o->save_state || o->load_state))
@@ -400,6 +405,7 @@ int run_main(int argc, char **argv) {
             k3_generate_params_default(&gp);
             gp.max_tokens = o.gen;
             gp.spec_max = o.spec;
+            gp.spec_always = o.spec_always;
             gp.context_ids = material;
             gp.n_context_ids = n_material;
             collected got = {seq + n, 0};

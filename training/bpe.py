@@ -57,12 +57,12 @@ def learn(texts, n_ranks):
         if merged not in known:  # two merge paths can spell the same bytes: one rank for both
             known.add(merged)
             vocab.append(merged)
-        touched = Counter()
+        touched = set()  # pairs whose counts moved: their heap entries are renewed
         for w in where.pop(pair):
             syms, f = words[w], freq[w]
             for a, b in zip(syms, syms[1:]):
                 pair_count[(a, b)] -= f
-                touched[(a, b)] += 0
+                touched.add((a, b))
             out, i = [], 0
             while i < len(syms):
                 if i + 1 < len(syms) and (syms[i], syms[i + 1]) == pair:
@@ -75,7 +75,7 @@ def learn(texts, n_ranks):
             for a, b in zip(out, out[1:]):
                 pair_count[(a, b)] += f
                 where[(a, b)].add(w)
-                touched[(a, b)] += 0
+                touched.add((a, b))
         pair_count.pop(pair, None)
         for p in touched:
             if pair_count.get(p, 0) >= 2:

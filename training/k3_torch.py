@@ -13,12 +13,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mxfp4 import fake_quantize
+
 
 class TextConfig:
     """The text_config keys the model reads, with the layer lists turned 0-based."""
 
     def __init__(self, tc):
-        self.raw = tc
         self.hidden = tc["hidden_size"]
         self.layers = tc["num_hidden_layers"]
         self.vocab = tc["vocab_size"]
@@ -244,11 +245,7 @@ class LatentMoe(nn.Module):
         self.last_load = None  # tokens per expert in the last forward, for the bias update
 
     def expert_weight(self, linear_layer):
-        if not self.fake_quant:
-            return linear_layer.weight
-        from mxfp4 import fake_quantize
-
-        return fake_quantize(linear_layer.weight)
+        return fake_quantize(linear_layer.weight) if self.fake_quant else linear_layer.weight
 
     def forward(self, x):
         cfg = self.cfg

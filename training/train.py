@@ -151,13 +151,13 @@ def main():
     files, n_ranks, stream = prepare(args, args.work)
     model, text, history, seconds = train(args, n_ranks, stream)
     export.write_checkpoint(args.out, model.cpu(), configs.checkpoint_config(text))
+    size = configs.SIZES[args.size]
     record = {
         "command": "/usr/bin/python3 training/train.py " + " ".join(sys.argv[1:]),
-        "size": args.size, "seed": args.seed, "steps": configs.SIZES[args.size]["steps"],
-        "hyperparameters": configs.SIZES[args.size], "device": args.device, "threads": args.threads,
+        "size": args.size, "seed": args.seed, "steps": size["steps"],
+        "hyperparameters": size, "device": args.device, "threads": args.threads,
         "machine": f"{cpu_model()}, {os.cpu_count()} cores, {platform.machine()}",
-        "torch": torch.__version__, "train_seconds": round(seconds, 1), "train_tokens_seen":
-            configs.SIZES[args.size]["steps"] * configs.SIZES[args.size]["batch"] * configs.SIZES[args.size]["seq_len"],
+        "torch": torch.__version__, "train_seconds": round(seconds, 1), "train_tokens_seen": size["steps"] * size["batch"] * size["seq_len"],
         "corpus_files": len(files), "corpus_train_tokens": len(stream),
         "loss_every_25_steps": [round(sum(history[i:i + 25]) / len(history[i:i + 25]), 4)
                                 for i in range(0, len(history), 25)],

@@ -19,7 +19,10 @@ def main():
     args = parser.parse_args()
     ids = [int(x) for x in args.ids.split(",")]
     torch.set_num_threads(1)
-    model = load_checkpoint(args.dir, torch.float64)
+    try:
+        model = load_checkpoint(args.dir, torch.float64)
+    except (OSError, ValueError) as e:
+        sys.exit(f"check_reference: {e}")
     with torch.no_grad():
         logits = model(torch.tensor([ids]))[0]
     with open(args.out, "wb") as f:

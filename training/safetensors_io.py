@@ -16,15 +16,27 @@ NAMES = {v[0]: k for k, v in DTYPES.items()}
 def _read_shard(path, wanted):
     with open(path, "rb") as f:
         data = f.read()
+    if len(data) < 8:
+        raise ValueError(f"{path}: {len(data)} bytes, too short for the 8-byte header length")
     (n,) = struct.unpack("<Q", data[:8])
+    if 8 + n > len(data):
+        raise ValueError(f"{path}: header of {n} bytes runs past the end of the {len(data)}-byte file")
     header = json.loads(data[8 : 8 + n])
     base = 8 + n
     out = {}
     for name, meta in header.items():
         if name == "__metadata__" or (wanted is not None and name not in wanted):
             continue
+        if meta.get("dtype") not in DTYPES:
+            raise ValueError(f"{path}: tensor {name} has dtype {meta.get('dtype')!r}, expected one of {sorted(DTYPES)}")
         dtype, size = DTYPES[meta["dtype"]]
         lo, hi = meta["data_offsets"]
+        want = size
+        for d in meta["shape"]:
+            want *= d
+        if not 0 <= lo <= hi or base + hi > len(data) or hi - lo != want:
+            raise ValueError(f"{path}: tensor {name} data_offsets [{lo}, {hi}] must hold {want} bytes "
+                             f"({meta['dtype']} {meta['shape']}) inside the {len(data) - base} data bytes")
         raw = bytearray(data[base + lo : base + hi])
         if dtype == torch.bfloat16:
             bits = torch.frombuffer(raw, dtype=torch.int16).to(torch.int32) << 16

@@ -24,3 +24,9 @@ test('k3 refuses an unknown option with exit 2 and the usage on stderr', () => {
   assert.match(r.stderr, /unknown option or command '--no-such-option'/);
   assert.match(r.stderr, /usage: k3 /);
 });
+
+test('k3 refuses --spec-always without --spec, naming what it needs', () => {
+  const r = spawnSync(k3Cli, ['/nonexistent', '--ids', '1', '--spec-always'], { encoding: 'utf8' });
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /--spec-always .* needs --spec N/);
+});

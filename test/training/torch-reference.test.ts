@@ -4,7 +4,8 @@
 // bf16/MXFP4 values, so they differ only by summation order: the measured worst case is
 // 1.6e-13; 1e-8 is the stated tolerance, and the smallest classic porting mistake
 // moves the logits by more than 1e-3 (test/engine/reference.test.ts), so a torch model with
-// any of them cannot pass. Needs Debian's python3-torch for /usr/bin/python3 (.ci/run
+// any of them cannot pass. A truncated checkpoint is refused naming shard, tensor and
+// byte counts. Needs Debian's python3-torch for /usr/bin/python3 (.ci/run
 // installs it).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -56,3 +57,21 @@ for (const gate of ['lowerbound', 'softplus'] as GateForm[]) {
     }
   });
 }
+
+test('the torch loader names the shard, tensor and byte counts of a truncated checkpoint', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-torch-bad-'));
+  try {
+    fs.copyFileSync(path.join(ensureFixture(), 'config.json'), path.join(dir, 'config.json'));
+    const header = Buffer.from(JSON.stringify({ 'language_model.lm_head.weight': { dtype: 'BF16', shape: [4, 8], data_offsets: [0, 64] } }));
+    const length = Buffer.alloc(8);
+    length.writeBigUInt64LE(BigInt(header.length));
+    fs.writeFileSync(path.join(dir, 'model.safetensors'), Buffer.concat([length, header, Buffer.alloc(10)]));
+    const r = spawnSync(PYTHON, [path.join(repoRoot, 'training/check_reference.py'), dir, '--ids', '1', '--out', path.join(dir, 'x')], {
+      encoding: 'utf8',
+    });
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr, /model\.safetensors: tensor language_model\.lm_head\.weight data_offsets \[0, 64\] must hold 64 bytes .* inside the 10 data bytes/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -139,8 +139,9 @@ def main():
         "load after each step (K3's aux-loss-free balancing); the last 20 % of steps quantization-aware (experts "
         "seen through MXFP4 rounding, straight-through gradients), so the exported MXFP4 experts are the weights "
         "the model finished training with",
-        f"- seed {training['seed']}; the same command on the same machine, torch version and thread count "
-        "reproduces the model",
+        f"- seed {training['seed']}: every random draw comes from it, so the same command on the same machine, "
+        "torch version and thread count should give the same model. Checked for the vocabulary (relearned "
+        "byte for byte); the 80-minute training run itself has not been repeated",
         "- training loss (nats per token, mean over 25 steps): "
         + ", ".join(f"step {i * 25}: {losses[i]:.2f}" for i in range(0, len(losses), max(1, len(losses) // 8)))
         + f", last: {losses[-1]:.2f}",

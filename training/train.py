@@ -7,8 +7,8 @@ the K3 architecture of k3_torch.py. Exports the released checkpoint layout (expo
 Needs Debian's python3-torch and python3-regex, and native/build/k3 (npm run build): the
 corpus is tokenized by the engine's own tokenizer, so training sees exactly the ids the
 engine will. `--size cuda` (and --device cuda) trains the larger configuration on a GPU.
-Everything random is drawn from --seed; the same command on the same machine, torch version
-and thread count reproduces the model.
+Everything random is drawn from --seed, so the same command on the same machine, torch
+version and thread count should give the same model.
 """
 import argparse
 import json

@@ -1,7 +1,8 @@
-/* cmd_bench.c - `k3 bench MODEL_DIR`: decode speed against this machine's memory
- * bandwidth, measured side by side in one process: a STREAM-like triad first, then prefill
- * and incremental greedy decode, the weight bytes each decoded token streamed, and the
- * ratio of achieved to bandwidth-bound decode speed. Options: cli_usage() in k3.c. */
+/* cmd_bench.c - `k3 bench`: prefill and decode speed next to this machine's memory
+ * bandwidth, measured side by side in one process: prefill first, then rounds that each run
+ * a STREAM-like triad and at once a stretch of incremental greedy decode, the weight bytes
+ * each decoded token streamed, and the ratio of achieved to bandwidth-bound decode speed.
+ * Options: cli_usage() in k3.c. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -19,6 +20,12 @@ static double now_s(void) {
     return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+/* Rounds of (triad, decode stretch). This machine's memory bandwidth drifts by a third
+ * within seconds (measured: the same triad 24 to 33 GB/s in back-to-back processes), so a
+ * bandwidth measured once, before decoding, compares decode with another moment's machine.
+ * Each round pairs a triad with the decode that follows it; the median round is reported. */
+#define ROUNDS 8
+
 typedef struct {
     float *a;
     const float *b, *c;
@@ -32,39 +39,66 @@ static void *triad_run(void *arg) {
     return NULL;
 }
 
-/* Best of 5 triads a = b + s*c over arrays far larger than any cache, split across
- * `threads` threads; bytes per pass = 3 arrays (two read, one written). */
-static double triad_bandwidth(int threads) {
-    const size_t n = (size_t)48 << 20; /* 48M floats = 192 MB per array */
-    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
-    double best = 0.0;
-    if (a && b && c) {
-        for (size_t i = 0; i < n; i++) {
-            a[i] = 0.0f;
-            b[i] = (float)(i & 1023);
-            c[i] = 1.0f;
-        }
-        pthread_t tid[64];
-        triad_part part[64];
-        if (threads > 64)
-            threads = 64;
-        for (int rep = 0; rep < 5; rep++) {
-            const double t0 = now_s();
-            for (int t = 0; t < threads; t++) {
-                part[t] = (triad_part){a, b, c, n * t / threads, n * (t + 1) / threads};
-                pthread_create(&tid[t], NULL, triad_run, &part[t]);
-            }
-            for (int t = 0; t < threads; t++)
-                pthread_join(tid[t], NULL);
-            const double bw = 3.0 * n * sizeof(float) / (now_s() - t0);
-            if (bw > best)
-                best = bw;
-        }
+/* Three arrays far larger than any cache; bytes per pass = 3 arrays (two read, one
+ * written), as STREAM counts them. */
+typedef struct {
+    float *a, *b, *c;
+    size_t n;
+} triad;
+
+static int triad_open(triad *t) {
+    t->n = (size_t)32 << 20; /* 32M floats = 128 MB per array */
+    t->a = malloc(t->n * sizeof *t->a);
+    t->b = malloc(t->n * sizeof *t->b);
+    t->c = malloc(t->n * sizeof *t->c);
+    if (!t->a || !t->b || !t->c)
+        return -1;
+    for (size_t i = 0; i < t->n; i++) {
+        t->a[i] = 0.0f;
+        t->b[i] = (float)(i & 1023);
+        t->c[i] = 1.0f;
     }
-    free(a);
-    free(b);
-    free(c);
+    return 0;
+}
+
+static void triad_close(triad *t) {
+    free(t->a);
+    free(t->b);
+    free(t->c);
+}
+
+/* Bytes per second, best of 3 passes a = b + s*c split across `threads` threads. */
+static double triad_bandwidth(const triad *tr, int threads) {
+    pthread_t tid[64];
+    triad_part part[64];
+    if (threads > 64)
+        threads = 64;
+    double best = 0.0;
+    for (int rep = 0; rep < 3; rep++) {
+        const double t0 = now_s();
+        for (int t = 0; t < threads; t++) {
+            part[t] = (triad_part){tr->a, tr->b, tr->c, tr->n * t / threads, tr->n * (t + 1) / threads};
+            pthread_create(&tid[t], NULL, triad_run, &part[t]);
+        }
+        for (int t = 0; t < threads; t++)
+            pthread_join(tid[t], NULL);
+        const double bw = 3.0 * tr->n * sizeof(float) / (now_s() - t0);
+        if (bw > best)
+            best = bw;
+    }
     return best;
+}
+
+static int by_value(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(const double *v, int n) {
+    double s[ROUNDS];
+    memcpy(s, v, sizeof *v * (size_t)n);
+    qsort(s, (size_t)n, sizeof *s, by_value);
+    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
 }
 
 static int parse_count(const char *s, int *out) {
@@ -103,7 +137,10 @@ int bench_main(int argc, char **argv) {
         }
     }
 
-    const double bandwidth = triad_bandwidth(threads);
+    if (gen < ROUNDS) {
+        fprintf(stderr, "k3 bench: --gen %d is fewer than the %d rounds of decode it is measured in\n", gen, ROUNDS);
+        return 2;
+    }
     char detail[2048];
     k3_model *model = NULL;
     k3_context *ctx = NULL;
@@ -134,8 +171,20 @@ int bench_main(int argc, char **argv) {
     const double t0 = now_s();
     s = k3_decode(ctx, ids, prompt_len, logits, 1, NULL);
     const double prefill_s = now_s() - t0;
-    /* The prompt's greedy next token; from then on each step asks the engine for its argmax
-     * and no logits, as k3_generate does, so the timing holds no copy of the vocabulary's
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    const double model_rss = ru.ru_maxrss * 1024.0; /* before the triad's arrays exist */
+    triad tr = {0};
+    if (s != K3_OK || triad_open(&tr)) {
+        if (s != K3_OK)
+            fprintf(stderr, "k3 bench: prefill failed (%s): %s\n", k3_status_name(s), k3_context_error(ctx));
+        else
+            fprintf(stderr, "k3 bench: no memory for the triad's three 128 MB arrays\n");
+        triad_close(&tr);
+        goto done;
+    }
+    /* From the prompt's greedy next token on, each step asks the engine for its argmax and
+     * no logits, as k3_generate does, so the timing holds no copy of the vocabulary's
      * logits and no argmax the engine would not run. */
     int32_t next = 0;
     for (int v = 1; v < vocab; v++)
@@ -143,29 +192,49 @@ int bench_main(int argc, char **argv) {
             next = v;
     k3_counters c0, c1;
     k3_counters_get(&c0);
-    const double t1 = now_s();
-    for (int g = 0; g < gen && s == K3_OK; g++) {
-        ids[prompt_len + g] = next;
-        s = k3_decode(ctx, &ids[prompt_len + g], 1, NULL, 0, &next);
+    double bw[ROUNDS], tps[ROUNDS], decode_s = 0.0;
+    int done_tokens = 0;
+    for (int r = 0; r < ROUNDS && s == K3_OK; r++) {
+        const int stretch = gen * (r + 1) / ROUNDS - gen * r / ROUNDS;
+        bw[r] = triad_bandwidth(&tr, threads);
+        const double t1 = now_s();
+        for (int g = 0; g < stretch && s == K3_OK; g++, done_tokens++) {
+            ids[prompt_len + done_tokens] = next;
+            s = k3_decode(ctx, &ids[prompt_len + done_tokens], 1, NULL, 0, &next);
+        }
+        const double dt = now_s() - t1;
+        decode_s += dt;
+        tps[r] = stretch / dt;
     }
-    const double decode_s = now_s() - t1;
     k3_counters_get(&c1);
+    triad_close(&tr);
     if (s != K3_OK) {
         fprintf(stderr, "k3 bench: decoding failed (%s): %s\n", k3_status_name(s), k3_context_error(ctx));
         goto done;
     }
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
     const double bytes_per_token = (double)(c1.weight_bytes_read - c0.weight_bytes_read) / gen;
-    const double decode_tps = gen / decode_s, bound_tps = bandwidth / bytes_per_token;
+    double ratio[ROUNDS];
+    for (int r = 0; r < ROUNDS; r++)
+        ratio[r] = tps[r] * bytes_per_token / bw[r];
+    const double bandwidth = median(bw, ROUNDS), decode_tps = gen / decode_s;
+    const double bound_tps = bandwidth / bytes_per_token, achieved = median(ratio, ROUNDS);
+    double lo = ratio[0], hi = ratio[0], bw_lo = bw[0], bw_hi = bw[0];
+    for (int r = 1; r < ROUNDS; r++) {
+        lo = ratio[r] < lo ? ratio[r] : lo;
+        hi = ratio[r] > hi ? ratio[r] : hi;
+        bw_lo = bw[r] < bw_lo ? bw[r] : bw_lo;
+        bw_hi = bw[r] > bw_hi ? bw[r] : bw_hi;
+    }
     printf("k3 bench: %s, %d thread%s\n", dir, threads, threads > 1 ? "s" : "");
-    printf("  %-36s %12.2f GB/s\n", "memory bandwidth (triad, measured)", bandwidth / 1e9);
     printf("  %-36s %12.1f tokens/s (%d tokens)\n", "prefill", prompt_len / prefill_s, prompt_len);
-    printf("  %-36s %12.2f tokens/s (%d tokens)\n", "decode", decode_tps, gen);
+    printf("  %-36s %12.2f tokens/s (%d tokens in %d rounds)\n", "decode", decode_tps, gen, ROUNDS);
     printf("  %-36s %12.1f MB\n", "weight bytes per decoded token", bytes_per_token / 1e6);
+    printf("  %-36s %12.2f GB/s (rounds %.2f..%.2f)\n", "memory bandwidth (triad, median)", bandwidth / 1e9,
+           bw_lo / 1e9, bw_hi / 1e9);
     printf("  %-36s %12.2f tokens/s\n", "bandwidth-bound decode", bound_tps);
-    printf("  %-36s %12.1f %%\n", "achieved / bound", 100.0 * decode_tps / bound_tps);
-    printf("  %-36s %12.1f MB\n", "peak RSS (measured)", ru.ru_maxrss / 1024.0);
+    printf("  %-36s %12.1f %% (rounds %.1f..%.1f %%)\n", "achieved / bound (median round)", 100.0 * achieved,
+           100.0 * lo, 100.0 * hi);
+    printf("  %-36s %12.1f MB\n", "peak RSS (measured, before triad)", model_rss / 1e6);
     if (out_path) {
         FILE *f = fopen(out_path, "w");
         if (!f) {
@@ -176,9 +245,14 @@ int bench_main(int argc, char **argv) {
                 "{\n  \"model\": \"%s\",\n  \"threads\": %d,\n  \"bandwidth_bytes_per_s\": %.0f,\n"
                 "  \"prefill_tokens\": %d,\n  \"prefill_tokens_per_s\": %.3f,\n  \"decode_tokens\": %d,\n"
                 "  \"decode_tokens_per_s\": %.3f,\n  \"weight_bytes_per_token\": %.0f,\n"
-                "  \"bound_tokens_per_s\": %.3f,\n  \"achieved_over_bound\": %.4f,\n  \"peak_rss_bytes\": %.0f\n}\n",
+                "  \"bound_tokens_per_s\": %.3f,\n  \"achieved_over_bound\": %.4f,\n  \"peak_rss_bytes\": %.0f,\n"
+                "  \"rounds\": [",
                 dir, threads, bandwidth, prompt_len, prompt_len / prefill_s, gen, decode_tps, bytes_per_token,
-                bound_tps, decode_tps / bound_tps, ru.ru_maxrss * 1024.0);
+                bound_tps, achieved, model_rss);
+        for (int r = 0; r < ROUNDS; r++)
+            fprintf(f, "%s\n    {\"bandwidth_bytes_per_s\": %.0f, \"decode_tokens_per_s\": %.3f, \"achieved_over_bound\": %.4f}",
+                    r ? "," : "", bw[r], tps[r], ratio[r]);
+        fprintf(f, "\n  ]\n}\n");
         fclose(f);
     }
     rc = 0;

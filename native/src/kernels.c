@@ -135,19 +135,20 @@ void kernels_matmul(const kernels_impl *impl, const kernels_matrix *w, const flo
                     int ldy, threads *pool) {
     atomic_fetch_add(&weight_bytes_read, kernels_matrix_bytes(w));
     matmul_job job = {impl, w, x, ldx, n, y, ldy};
-    /* Grain: enough rows per chunk to amortise the hand-out, small enough to balance; for
-     * one token, chunks of at least 4 MB, so an implementation can read a chunk as two
-     * streams megabytes apart (kernels_avx2.c).
-     * Products under 4M multiply-adds run on the calling thread: a one-token step is ~300
-     * of them (a 512 x 512 product streams in ~20 us), and handing each to the pool cost
-     * more than the second thread saved (measured: 2-thread decode at 39 tokens/s with
-     * every product from 32K multiply-adds up in the pool, 83 with only lm_head there).
-     * Batches of prefill and verification still split their 512 x 512 products from 16
-     * tokens up. Which thread computes a row never changes its bits (kernels.h). */
-    const uint64_t row_bytes = w->rows > 0 ? kernels_matrix_bytes(w) / (uint64_t)w->rows : 0;
+    /* Grain: enough rows per chunk to amortise the hand-out, small enough to balance. For
+     * one token, products of 8 MB or more go in chunks of at least 4 MB, so an
+     * implementation can read a chunk as two streams megabytes apart (kernels_avx2.c);
+     * smaller ones in two chunks per thread, so a thread that joins late still gets one.
+     * Products under 128K multiply-adds run on the calling thread: below that a chunk
+     * streams in a few microseconds, about what handing it over costs (threads.c keeps
+     * workers awake through a step; a 512 x 512 product is 256K). Which thread computes
+     * a row never changes its bits (kernels.h). */
+    const uint64_t bytes = kernels_matrix_bytes(w), row_bytes = w->rows > 0 ? bytes / (uint64_t)w->rows : 0;
     int grain = w->rows >= 1024 ? 64 : 16;
-    if (n == 1 && row_bytes > 0 && ((uint64_t)4 << 20) / row_bytes > (uint64_t)grain)
+    if (n == 1 && bytes >= ((uint64_t)8 << 20))
         grain = (int)(((uint64_t)4 << 20) / row_bytes);
+    else if (n == 1)
+        grain = (w->rows + 2 * threads_count(pool) - 1) / (2 * threads_count(pool));
     const uint64_t work = (uint64_t)w->rows * (uint64_t)w->cols * (uint64_t)n;
-    threads_run(work < (1u << 22) ? NULL : pool, w->rows, grain, matmul_rows, &job);
+    threads_run(work < (1u << 17) ? NULL : pool, w->rows, grain, matmul_rows, &job);
 }

@@ -1,29 +1,62 @@
 /* threads.c - the worker pool behind threads_run(): workers take chunks from a shared
- * atomic counter during a loop. Between loops they spin on the loop generation for a
- * short while before sleeping on a condition variable, because a decode step runs
- * hundreds of short loops back to back and a sleep/wake per loop would cost more than the
- * loop itself. */
+ * atomic counter during a loop.
+ *
+ * A decode step runs a few hundred loops back to back, each tens of microseconds long, so
+ * the pool is built so that no loop ever waits for a worker to wake up:
+ *  - Between loops a worker spins on the loop word for SPIN_SECONDS before it sleeps on a
+ *    condition variable; a decode step's loops are closer together than that, so a worker
+ *    stays awake for a whole step and sleeps only when the engine is idle.
+ *  - A worker takes part in a loop only by joining it while it is open. The calling
+ *    thread closes the loop as soon as it finds no chunk left and then waits only for the
+ *    workers that joined, which are running: a worker still asleep never holds it up, and
+ *    on waking finds the loop closed and skips it.
+ * Which thread runs a chunk never changes what the chunk computes (threads.h). */
 #include "threads.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+/* The loop word: generation in the high 32 bits, OPEN while chunks may still be joined,
+ * and the number of workers inside the loop in the low bits. */
+#define LOOP_OPEN ((uint64_t)1 << 31)
+#define LOOP_INSIDE ((uint64_t)LOOP_OPEN - 1)
+#define LOOP_GEN(w) ((w) >> 32)
+
+/* How long an idle worker spins before sleeping: longer than the longest gap between two
+ * loops of a decode step (KDA's recurrence of one layer, tens of microseconds). */
+#define SPIN_SECONDS 500e-6
 
 struct threads {
     int n_threads;
     pthread_t *workers; /* (n_threads - 1) */
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
-    atomic_ulong generation; /* bumped per loop; workers wait for a change */
-    atomic_int active;       /* workers still inside the current loop */
-    int sleepers;            /* workers blocked on `wake` (under mu) */
+    _Atomic uint64_t loop;
+    atomic_int sleepers;  /* workers blocked on `wake` (changed under mu) */
+    atomic_int waiting;   /* 1 while the caller sleeps on `done` (changed under mu) */
     atomic_int quit;
-    /* The current loop. */
+    /* The current loop, written before its generation is published. */
     threads_fn fn;
     void *arg;
     int n_items, grain;
     atomic_int next_chunk;
 };
+
+static double seconds_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
 
 static void run_chunks(threads *p) {
     const int n_chunks = (p->n_items + p->grain - 1) / p->grain;
@@ -37,28 +70,64 @@ static void run_chunks(threads *p) {
     }
 }
 
-/* Spin iterations before a worker sleeps (roughly tens of microseconds). */
-#define SPIN_LIMIT 20000
+/* Spins until the generation differs from `seen`, for at most `seconds`; 1 if it did. */
+static int spin_for_change(threads *p, uint64_t seen, double seconds) {
+    const double until = seconds_now() + seconds;
+    for (;;) {
+        for (int i = 0; i < 64; i++) {
+            if (LOOP_GEN(atomic_load(&p->loop)) != seen || atomic_load(&p->quit))
+                return 1;
+            CPU_RELAX();
+        }
+        if (seconds_now() > until)
+            return 0;
+    }
+}
+
+/* Spins until no worker is inside the closed loop, for at most SPIN_SECONDS; 1 if none is.
+ * The workers inside are running a chunk, not asleep, so this is usually short. */
+static int spin_inside(threads *p) {
+    const double until = seconds_now() + SPIN_SECONDS;
+    for (;;) {
+        for (int i = 0; i < 64; i++) {
+            if (!(atomic_load(&p->loop) & LOOP_INSIDE))
+                return 1;
+            CPU_RELAX();
+        }
+        if (seconds_now() > until)
+            return 0;
+    }
+}
+
+/* Joins the loop of generation `gen` if it is still open; 1 if joined. */
+static int join_loop(threads *p, uint64_t gen) {
+    uint64_t w = atomic_load(&p->loop);
+    while (LOOP_GEN(w) == gen && (w & LOOP_OPEN))
+        if (atomic_compare_exchange_weak(&p->loop, &w, w + 1))
+            return 1;
+    return 0;
+}
 
 static void *worker_main(void *arg) {
     threads *p = arg;
-    unsigned long seen = 0;
+    uint64_t seen = LOOP_GEN(atomic_load(&p->loop));
     for (;;) {
-        for (int i = 0; i < SPIN_LIMIT && atomic_load(&p->generation) == seen && !atomic_load(&p->quit); i++)
-            ;
-        if (atomic_load(&p->generation) == seen) {
+        if (!spin_for_change(p, seen, SPIN_SECONDS)) {
             pthread_mutex_lock(&p->mu);
-            p->sleepers++;
-            while (!atomic_load(&p->quit) && atomic_load(&p->generation) == seen)
+            atomic_fetch_add(&p->sleepers, 1);
+            while (!atomic_load(&p->quit) && LOOP_GEN(atomic_load(&p->loop)) == seen)
                 pthread_cond_wait(&p->wake, &p->mu);
-            p->sleepers--;
+            atomic_fetch_sub(&p->sleepers, 1);
             pthread_mutex_unlock(&p->mu);
         }
         if (atomic_load(&p->quit))
             break;
-        seen = atomic_load(&p->generation);
+        seen = LOOP_GEN(atomic_load(&p->loop));
+        if (!join_loop(p, seen))
+            continue; /* closed already: every chunk was taken without us */
         run_chunks(p);
-        if (atomic_fetch_sub(&p->active, 1) == 1) {
+        const uint64_t before = atomic_fetch_sub(&p->loop, 1);
+        if ((before & LOOP_INSIDE) == 1 && !(before & LOOP_OPEN) && atomic_load(&p->waiting)) {
             pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->done);
             pthread_mutex_unlock(&p->mu);
@@ -126,24 +195,30 @@ void threads_run(threads *p, int n_items, int grain, threads_fn fn, void *arg) {
         fn(arg, 0, n_items);
         return;
     }
+    /* No worker is inside a loop here (the last one waited for them), so these plain
+     * writes race with nothing; the store of the new generation publishes them. */
     p->fn = fn;
     p->arg = arg;
     p->n_items = n_items;
     p->grain = grain;
     atomic_store(&p->next_chunk, 0);
-    atomic_store(&p->active, p->n_threads - 1);
-    pthread_mutex_lock(&p->mu);
-    atomic_fetch_add(&p->generation, 1); /* publishes the loop above to spinning workers */
-    if (p->sleepers)
-        pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
-    run_chunks(p);
-    for (int i = 0; i < SPIN_LIMIT && atomic_load(&p->active) > 0; i++)
-        ;
-    if (atomic_load(&p->active) > 0) {
+    const uint64_t gen = LOOP_GEN(atomic_load(&p->loop)) + 1;
+    atomic_store(&p->loop, (gen << 32) | LOOP_OPEN);
+    if (atomic_load(&p->sleepers)) {
         pthread_mutex_lock(&p->mu);
-        while (atomic_load(&p->active) > 0)
-            pthread_cond_wait(&p->done, &p->mu);
+        pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
     }
+    run_chunks(p);
+    const uint64_t closed = atomic_fetch_and(&p->loop, ~LOOP_OPEN) & ~LOOP_OPEN;
+    if (!(closed & LOOP_INSIDE))
+        return;
+    if (spin_inside(p))
+        return;
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->waiting, 1);
+    while (atomic_load(&p->loop) & LOOP_INSIDE)
+        pthread_cond_wait(&p->done, &p->mu);
+    atomic_store(&p->waiting, 0);
+    pthread_mutex_unlock(&p->mu);
 }

@@ -21,7 +21,35 @@ void moe_mlp_forward(const moe_mlp *w, int d, int inter, float beta, float linea
 
 long moe_scratch_floats(const moe_dims *dm, int n) {
     long mlp = moe_mlp_scratch_floats(dm->shared_inter > dm->inter ? dm->shared_inter : dm->inter, n);
-    return (long)n * (dm->n_experts + 4L * dm->latent + dm->hidden + 2L * dm->top_k + 1) + dm->n_experts + mlp;
+    long one_token_experts = dm->top_k * (moe_mlp_scratch_floats(dm->inter, 1) + dm->latent);
+    return (long)n * (dm->n_experts + 4L * dm->latent + dm->hidden + 2L * dm->top_k + 1) + dm->n_experts + mlp +
+           one_token_experts;
+}
+
+/* One token's mapped experts, one whole expert per task: expert i of the list reads z and
+ * writes its own output row and scratch, so tasks share nothing and the caller sums the
+ * rows afterwards in list order. Each expert's products are too small to split by rows
+ * (a 128 x 256 MXFP4 product is 32K multiply-adds); splitting by expert lets a decode
+ * step's experts run on every thread. */
+typedef struct {
+    const moe_dims *dm;
+    const moe_weights *w;
+    const int *list;
+    const float *z;
+    float *out;     /* (n_list, latent) */
+    float *scratch; /* (n_list, moe_mlp_scratch_floats(inter, 1)) */
+    const kernels_impl *impl;
+} experts_job;
+
+static void run_experts(void *arg, int begin, int end) {
+    const experts_job *j = arg;
+    const long per = moe_mlp_scratch_floats(j->dm->inter, 1);
+    for (int i = begin; i < end; i++) {
+        const moe_expert *ex = &j->w->experts[j->list[i]];
+        const moe_mlp m = {ex->w1, ex->w3, ex->w2};
+        moe_mlp_forward(&m, j->dm->latent, j->dm->inter, j->dm->situ_beta, j->dm->situ_linear_beta, j->z, 1,
+                        j->out + (long)i * j->dm->latent, j->scratch + i * per, j->impl, NULL);
+    }
 }
 
 /* Top-k of s + bias (ties: lower index), written to sel in ascending expert order with
@@ -65,6 +93,23 @@ static void route(const moe_dims *dm, const float *logits, const float *bias, in
     }
 }
 
+/* y[t] += weight of expert e for token t * its output row, for the m tokens routed to e;
+ * called in ascending expert order, which fixes each token's summation order. */
+static void accumulate(const int *sel, const float *weight, int K, int e, const int *members, int m,
+                       const float *expert_out, int Lt, float *y) {
+    for (int j = 0; j < m; j++) {
+        const int t = members[j];
+        float wt = 0.0f;
+        for (int k = 0; k < K; k++)
+            if (sel[t * K + k] == e)
+                wt = weight[t * K + k];
+        float *yt = y + (long)t * Lt;
+        const float *src = expert_out + (long)j * Lt;
+        for (int c = 0; c < Lt; c++)
+            yt[c] += wt * src[c];
+    }
+}
+
 k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const float *x, int n, float *out, int *selected,
                       float *scratch, const kernels_impl *impl, threads *pool, k3_error *err) {
     const int d = dm->hidden, E = dm->n_experts, K = dm->top_k, Lt = dm->latent;
@@ -103,6 +148,12 @@ k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const float *x, 
                         pool);
 
     memset(y, 0, sizeof(float) * (size_t)n * Lt);
+    float *one_out = mlp + moe_mlp_scratch_floats(dm->shared_inter > dm->inter ? dm->shared_inter : dm->inter, n);
+    if (n == 1 && !w->cache) {
+        float *one_scratch = one_out + (long)n_list * Lt;
+        experts_job job = {dm, w, list, z, one_out, one_scratch, impl};
+        threads_run(pool, n_list, 1, run_experts, &job);
+    }
     for (int i = 0; i < n_list; i++) {
         const int e = list[i];
         int m = 0;
@@ -110,6 +161,10 @@ k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const float *x, 
             for (int k = 0; k < K; k++)
                 if (sel[t * K + k] == e)
                     members[m++] = t;
+        if (n == 1 && !w->cache) {
+            accumulate(sel, weight, K, e, members, m, one_out + (long)i * Lt, Lt, y);
+            continue;
+        }
         for (int j = 0; j < m; j++)
             memcpy(ze + (long)j * Lt, z + (long)members[j] * Lt, sizeof(float) * Lt);
         moe_expert borrowed;
@@ -128,17 +183,7 @@ k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const float *x, 
                         pool);
         if (w->cache)
             expert_cache_release(w->cache, i);
-        for (int j = 0; j < m; j++) {
-            const int t = members[j];
-            float wt = 0.0f;
-            for (int k = 0; k < K; k++)
-                if (sel[t * K + k] == e)
-                    wt = weight[t * K + k];
-            float *yt = y + (long)t * Lt;
-            const float *src = ye + (long)j * Lt;
-            for (int c = 0; c < Lt; c++)
-                yt[c] += wt * src[c];
-        }
+        accumulate(sel, weight, K, e, members, m, ye, Lt, y);
     }
     if (w->cache)
         expert_cache_end(w->cache);

@@ -58,7 +58,7 @@ test('prefill batch size and thread count never change a bit', () => {
     return out;
   };
   const reference = run(32, 1);
-  for (const [batch, threads] of [[1, 1], [3, 1], [7, 2], [32, 2], [32, 3]]) {
+  for (const [batch, threads] of [[1, 1], [1, 2], [1, 3], [3, 1], [7, 2], [32, 2], [32, 3]]) {
     assert.ok(bitIdentical(run(batch, threads), reference), `batch ${batch}, ${threads} threads`);
   }
   model.close();

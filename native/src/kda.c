@@ -69,13 +69,11 @@ void kda_forward(const kda_dims *dm, const kda_weights *w, float *state, const f
     float *conv_out = beta + (long)n * H;      /* (P) one token's conv output */
     float *u = conv_out + P;                    /* (D) S^T k, then v - S^T k */
 
-    kernels_matmul(impl, &w->q, x, d, n, uq, P, pool);
-    kernels_matmul(impl, &w->k, x, d, n, uk, P, pool);
-    kernels_matmul(impl, &w->v, x, d, n, uv, P, pool);
-    kernels_matmul(impl, &w->g, x, d, n, gate, P, pool);
-    kernels_matmul(impl, &w->f_a, x, d, n, fa, dm->gate_rank, pool);
+    const kernels_product from_x[] = {
+        {&w->q, uq, P}, {&w->k, uk, P}, {&w->v, uv, P}, {&w->g, gate, P}, {&w->f_a, fa, dm->gate_rank}, {&w->b, beta, H},
+    };
+    kernels_matmul_same_input(impl, from_x, 6, x, d, n, pool);
     kernels_matmul(impl, &w->f_b, fa, dm->gate_rank, n, z, P, pool);
-    kernels_matmul(impl, &w->b, x, d, n, beta, H, pool);
 
     float *S = state;
     float *hist = state + (long)H * D * D;

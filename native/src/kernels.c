@@ -152,3 +152,53 @@ void kernels_matmul(const kernels_impl *impl, const kernels_matrix *w, const flo
     const uint64_t work = (uint64_t)w->rows * (uint64_t)w->cols * (uint64_t)n;
     threads_run(work < (1u << 17) ? NULL : pool, w->rows, grain, matmul_rows, &job);
 }
+
+/* Rows per unit of a set's loop: a unit is the smallest piece handed to a thread. */
+#define SET_UNIT_ROWS 32
+#define SET_MAX 8
+
+typedef struct {
+    const kernels_impl *impl;
+    const kernels_product *products;
+    int count;
+    const float *x;
+    int ldx;
+    int first_unit[SET_MAX + 1]; /* product i owns units [first_unit[i], first_unit[i+1]) */
+} set_job;
+
+/* Units [u0, u1): for each product they overlap, one call over its rows in that range. */
+static void set_units(void *arg, int u0, int u1) {
+    const set_job *j = arg;
+    for (int i = 0; i < j->count && u0 < u1; i++) {
+        const int lo = j->first_unit[i], hi = j->first_unit[i + 1];
+        if (u0 >= hi)
+            continue;
+        const int end = u1 < hi ? u1 : hi;
+        const kernels_matrix *w = j->products[i].w;
+        const int r0 = (u0 - lo) * SET_UNIT_ROWS, r1 = (end - lo) * SET_UNIT_ROWS;
+        matmul_job one = {j->impl, w, j->x, j->ldx, 1, j->products[i].y, j->products[i].ldy};
+        matmul_rows(&one, r0, r1 < w->rows ? r1 : w->rows);
+        u0 = end;
+    }
+}
+
+void kernels_matmul_same_input(const kernels_impl *impl, const kernels_product *products, int count,
+                               const float *x, int ldx, int n, threads *pool) {
+    if (n != 1 || count > SET_MAX) {
+        for (int i = 0; i < count; i++)
+            kernels_matmul(impl, products[i].w, x, ldx, n, products[i].y, products[i].ldy, pool);
+        return;
+    }
+    set_job job = {impl, products, count, x, ldx, {0}};
+    uint64_t work = 0;
+    for (int i = 0; i < count; i++) {
+        const kernels_matrix *w = products[i].w;
+        atomic_fetch_add(&weight_bytes_read, kernels_matrix_bytes(w));
+        work += (uint64_t)w->rows * (uint64_t)w->cols;
+        job.first_unit[i + 1] = job.first_unit[i] + (w->rows + SET_UNIT_ROWS - 1) / SET_UNIT_ROWS;
+    }
+    /* As kernels_matmul: two chunks per thread, the calling thread alone under 128K
+     * multiply-adds. */
+    const int units = job.first_unit[count], per = 2 * threads_count(pool);
+    threads_run(work < (1u << 17) ? NULL : pool, units, (units + per - 1) / per, set_units, &job);
+}

@@ -68,4 +68,19 @@ uint64_t kernels_matrix_bytes(const kernels_matrix *w);
 void kernels_matmul(const kernels_impl *impl, const kernels_matrix *w, const float *x, int ldx, int n, float *y,
                     int ldy, threads *pool);
 
+/* One product of a set that share their input: y (n, ldy) = w x. */
+typedef struct kernels_product {
+    const kernels_matrix *w;
+    float *y;
+    int ldy;
+} kernels_product;
+
+/* kernels_matmul for each of `count` products of the same X, as one loop over all their
+ * rows for a single token: one hand-out to the pool instead of one per product, and every
+ * thread streams from several matrices at once (a KDA layer's q, k, v, g, f_a and b). The
+ * same rows compute the same bits as kernels_matmul. Batches of tokens run the products
+ * one after another. */
+void kernels_matmul_same_input(const kernels_impl *impl, const kernels_product *products, int count,
+                               const float *x, int ldx, int n, threads *pool);
+
 #endif

@@ -46,18 +46,16 @@ void mla_forward(const mla_dims *dm, const mla_weights *w, float *cache, int sta
                                             partner; sized by capacity above */
     float *tmp = qt + row;               /* (kv_lora) a converted kv_b row */
 
-    kernels_matmul(impl, &w->q_a, x, d, n, cq, dm->q_lora, pool);
+    const kernels_product from_x[] = {{&w->q_a, cq, dm->q_lora}, {&w->kv_a, ckv, row}, {&w->g, gate, (int)vdim}};
+    kernels_matmul_same_input(impl, from_x, dm->out_gate ? 3 : 2, x, d, n, pool);
     for (int t = 0; t < n; t++)
         ops_rmsnorm(cq + (long)t * dm->q_lora, w->q_a_norm, dm->q_lora, dm->lora_eps, cq + (long)t * dm->q_lora);
     kernels_matmul(impl, &w->q_b, cq, dm->q_lora, n, q, (int)qdim, pool);
-    kernels_matmul(impl, &w->kv_a, x, d, n, ckv, row, pool);
     for (int t = 0; t < n; t++) {
         float *dst = cache + (long)(start + t) * row;
         ops_rmsnorm(ckv + (long)t * row, w->kv_a_norm, L, dm->lora_eps, dst);
         memcpy(dst + L, ckv + (long)t * row + L, sizeof(float) * R);
     }
-    if (dm->out_gate)
-        kernels_matmul(impl, &w->g, x, d, n, gate, (int)vdim, pool);
 
     const float scale = 1.0f / sqrtf((float)qh);
     /* The W_UK rows the absorption below reads once per token. */

@@ -13,8 +13,8 @@ long moe_mlp_scratch_floats(int inter, int n) {
 void moe_mlp_forward(const moe_mlp *w, int d, int inter, float beta, float linear_beta, const float *x, int n,
                      float *out, float *scratch, const kernels_impl *impl, threads *pool) {
     float *g = scratch, *u = scratch + (long)n * inter;
-    kernels_matmul(impl, &w->gate, x, d, n, g, inter, pool);
-    kernels_matmul(impl, &w->up, x, d, n, u, inter, pool);
+    const kernels_product from_x[] = {{&w->gate, g, inter}, {&w->up, u, inter}};
+    kernels_matmul_same_input(impl, from_x, 2, x, d, n, pool);
     ops_situ(g, u, n * inter, beta, linear_beta, g);
     kernels_matmul(impl, &w->down, g, inter, n, out, d, pool);
 }

@@ -120,7 +120,7 @@ TEST(avx2_kernels_equal_the_scalar_reference_on_odd_shapes) {
 }
 
 /* One token alone, or the same token inside a batch of 5, gives the same bits, on one
- * thread or two. The matrix is big enough (over 4M multiply-adds per token) that
+ * thread or two. The matrix is big enough (over 128K multiply-adds per token) that
  * kernels_matmul hands even a single token's product to the pool. */
 TEST(matmul_is_bit_identical_across_batch_sizes_and_thread_counts) {
     threads *pool2 = NULL;
@@ -148,6 +148,49 @@ TEST(matmul_is_bit_identical_across_batch_sizes_and_thread_counts) {
             free(single);
             free_matrix(&w);
         }
+    }
+    threads_free(pool2);
+}
+
+/* A set of products of one input equals each product on its own, bit for bit, on one
+ * thread or two and for one token or a batch: row counts not multiples of the set's 32-row
+ * units, all three weight types, one set big enough for the pool and one that is not. */
+TEST(matmul_same_input_equals_the_products_one_by_one) {
+    threads *pool2 = NULL;
+    CHECK(threads_new(2, &pool2, NULL) == K3_OK);
+    const kernels_impl *impl = kernels_best();
+    const int cols = 160, n_tok = 3;
+    for (int big = 0; big < 2; big++) {
+        const int rows[3] = {big ? 1000 : 7, big ? 45 : 33, big ? 513 : 1};
+        test_matrix w[3];
+        kernels_product set[3];
+        float *want[3];
+        float *x = make_input(n_tok, cols, 23u);
+        for (int i = 0; i < 3; i++) {
+            w[i] = make_matrix(all_types[i], rows[i], cols, 40u + i);
+            set[i] = (kernels_product){&w[i].m, malloc(sizeof(float) * n_tok * rows[i]), rows[i]};
+            want[i] = malloc(sizeof(float) * n_tok * rows[i]);
+            kernels_matmul(impl, &w[i].m, x, cols, n_tok, want[i], rows[i], NULL);
+        }
+        for (int threaded = 0; threaded < 2; threaded++) {
+            for (int t = 0; t < n_tok; t++) {
+                kernels_product one[3];
+                for (int i = 0; i < 3; i++)
+                    one[i] = (kernels_product){set[i].w, set[i].y + (long)t * rows[i], rows[i]};
+                kernels_matmul_same_input(impl, one, 3, x + (long)t * cols, cols, 1, threaded ? pool2 : NULL);
+            }
+            for (int i = 0; i < 3; i++)
+                CHECK(memcmp(set[i].y, want[i], sizeof(float) * n_tok * rows[i]) == 0);
+            kernels_matmul_same_input(impl, set, 3, x, cols, n_tok, threaded ? pool2 : NULL);
+            for (int i = 0; i < 3; i++)
+                CHECK(memcmp(set[i].y, want[i], sizeof(float) * n_tok * rows[i]) == 0);
+        }
+        for (int i = 0; i < 3; i++) {
+            free(set[i].y);
+            free(want[i]);
+            free_matrix(&w[i]);
+        }
+        free(x);
     }
     threads_free(pool2);
 }

@@ -1,6 +1,9 @@
 /* threads.h - a fixed pool of worker threads that runs one parallel loop at a time.
- * The engine splits work by OUTPUT rows only, so what a row computes never depends on
- * how many threads there are or which one ran it: 1 thread == N threads, bit for bit.
+ * The engine splits work only between independent outputs (rows of a product, whole
+ * routed experts of one token), never inside one output's sum, so what an output
+ * computes never depends on how many threads there are or which one ran it: 1 thread ==
+ * N threads, bit for bit. Workers spin briefly between loops (threads.c): a decode step
+ * keeps them awake, an idle engine lets them sleep.
  * Not for nested parallelism: a task must not call threads_run on the same pool. */
 #ifndef K3_THREADS_H
 #define K3_THREADS_H

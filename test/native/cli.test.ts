@@ -1,8 +1,14 @@
 // cli.test.ts - the `k3` command-line tool's basic contract: --help prints usage and exits
-// 0, --version matches the engine, an unknown option is refused with exit 2 and the usage.
+// 0, --version matches the engine, an unknown option is refused with exit 2 and the usage;
+// `k3 bench` measures in paired rounds (its figures are timing, so only their shape is
+// checked here).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { test } from 'node:test';
+import { ensureFixture } from '../support/fixtures';
 import { k3Cli } from '../support/paths';
 
 test('k3 --help prints usage and exits 0', () => {
@@ -29,4 +35,34 @@ test('k3 refuses --spec-always without --spec, naming what it needs', () => {
   const r = spawnSync(k3Cli, ['/nonexistent', '--ids', '1', '--spec-always'], { encoding: 'utf8' });
   assert.equal(r.status, 2);
   assert.match(r.stderr, /--spec-always .* needs --spec N/);
+});
+
+test('k3 bench refuses fewer generated tokens than its rounds, naming both', () => {
+  const r = spawnSync(k3Cli, ['bench', '/nonexistent', '--gen', '4'], { encoding: 'utf8' });
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /--gen 4 is fewer than the 8 rounds/);
+});
+
+test('k3 bench pairs every decode stretch with a triad and reports the median round', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-bench-'));
+  const out = path.join(dir, 'bench.json');
+  const model = ensureFixture({ gate: 'lowerbound' });
+  const r = spawnSync(k3Cli, ['bench', model, '--prompt-tokens', '4', '--gen', '12', '--out', out], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  const json = JSON.parse(fs.readFileSync(out, 'utf8'));
+  fs.rmSync(dir, { recursive: true });
+  assert.equal(json.decode_tokens, 12);
+  assert.equal(json.rounds.length, 8);
+  const ratios: number[] = [];
+  for (const round of json.rounds) {
+    assert.ok(round.bandwidth_bytes_per_s > 0 && round.decode_tokens_per_s > 0);
+    // A round's ratio is its own decode against its own triad.
+    const own = (round.decode_tokens_per_s * json.weight_bytes_per_token) / round.bandwidth_bytes_per_s;
+    assert.ok(Math.abs(own - round.achieved_over_bound) <= 1e-3 * own + 1e-4);
+    ratios.push(round.achieved_over_bound);
+  }
+  ratios.sort((a, b) => a - b);
+  assert.ok(Math.abs(json.achieved_over_bound - (ratios[3] + ratios[4]) / 2) <= 2e-4);
+  // The peak RSS is read before the triad's three 128 MB arrays exist.
+  assert.ok(json.peak_rss_bytes < 384e6, `peak RSS ${json.peak_rss_bytes}`);
 });

@@ -138,7 +138,9 @@ void kernels_matmul(const kernels_impl *impl, const kernels_matrix *w, const flo
     /* Grain: enough rows per chunk to amortise the hand-out, small enough to balance. For
      * one token, products of 8 MB or more go in chunks of at least 4 MB, so an
      * implementation can read a chunk as two streams megabytes apart (kernels_avx2.c);
-     * smaller ones in two chunks per thread, so a thread that joins late still gets one.
+     * smaller ones in one chunk per thread: workers are awake and join at once, and each
+     * extra chunk restarts a stream (2-thread decode on small, alternating runs: 4, 2 and
+     * 1 chunks per thread 140.2, 147.5 and 150.4 tokens/s).
      * Products under 128K multiply-adds run on the calling thread: below that a chunk
      * streams in a few microseconds, about what handing it over costs (threads.c keeps
      * workers awake through a step; a 512 x 512 product is 256K). Which thread computes
@@ -148,7 +150,7 @@ void kernels_matmul(const kernels_impl *impl, const kernels_matrix *w, const flo
     if (n == 1 && bytes >= ((uint64_t)8 << 20))
         grain = (int)(((uint64_t)4 << 20) / row_bytes);
     else if (n == 1)
-        grain = (w->rows + 2 * threads_count(pool) - 1) / (2 * threads_count(pool));
+        grain = (w->rows + threads_count(pool) - 1) / threads_count(pool);
     const uint64_t work = (uint64_t)w->rows * (uint64_t)w->cols * (uint64_t)n;
     threads_run(work < (1u << 17) ? NULL : pool, w->rows, grain, matmul_rows, &job);
 }
@@ -197,8 +199,8 @@ void kernels_matmul_same_input(const kernels_impl *impl, const kernels_product *
         work += (uint64_t)w->rows * (uint64_t)w->cols;
         job.first_unit[i + 1] = job.first_unit[i] + (w->rows + SET_UNIT_ROWS - 1) / SET_UNIT_ROWS;
     }
-    /* As kernels_matmul: two chunks per thread, the calling thread alone under 128K
+    /* As kernels_matmul: one chunk per thread, the calling thread alone under 128K
      * multiply-adds. */
-    const int units = job.first_unit[count], per = 2 * threads_count(pool);
+    const int units = job.first_unit[count], per = threads_count(pool);
     threads_run(work < (1u << 17) ? NULL : pool, units, (units + per - 1) / per, set_units, &job);
 }

@@ -19,8 +19,13 @@ void moe_mlp_forward(const moe_mlp *w, int d, int inter, float beta, float linea
     kernels_matmul(impl, &w->down, g, inter, n, out, d, pool);
 }
 
+/* The widest MLP a layer runs: the shared experts' or a routed one's. */
+static int widest_mlp(const moe_dims *dm) {
+    return dm->shared_inter > dm->inter ? dm->shared_inter : dm->inter;
+}
+
 long moe_scratch_floats(const moe_dims *dm, int n) {
-    long mlp = moe_mlp_scratch_floats(dm->shared_inter > dm->inter ? dm->shared_inter : dm->inter, n);
+    long mlp = moe_mlp_scratch_floats(widest_mlp(dm), n);
     long one_token_experts = dm->top_k * (moe_mlp_scratch_floats(dm->inter, 1) + dm->latent);
     return (long)n * (dm->n_experts + 4L * dm->latent + dm->hidden + 2L * dm->top_k + 1) + dm->n_experts + mlp +
            one_token_experts;
@@ -148,7 +153,7 @@ k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const float *x, 
                         pool);
 
     memset(y, 0, sizeof(float) * (size_t)n * Lt);
-    float *one_out = mlp + moe_mlp_scratch_floats(dm->shared_inter > dm->inter ? dm->shared_inter : dm->inter, n);
+    float *one_out = mlp + moe_mlp_scratch_floats(widest_mlp(dm), n); /* (n_list, latent), then scratch */
     if (n == 1 && !w->cache) {
         float *one_scratch = one_out + (long)n_list * Lt;
         experts_job job = {dm, w, list, z, one_out, one_scratch, impl};

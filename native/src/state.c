@@ -205,8 +205,8 @@ k3_status k3_state_save(k3_context *c, const char *path) {
     return K3_OK;
 }
 
-/* Reads the first 16 bytes, or the whole header when `h` has room for it, and checks magic
- * and version. Returns the bytes read, or 0 with err set. */
+/* Reads `size` bytes (the whole header) and checks magic, version and length. Returns the
+ * bytes read, or 0 with err set. */
 static size_t read_header(FILE *fp, const char *path, unsigned char *h, size_t size, k3_error *err) {
     const size_t got = fread(h, 1, size, fp);
     if (got < 16 || memcmp(h, STATE_MAGIC, 8) != 0) {

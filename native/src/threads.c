@@ -17,7 +17,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "io.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -52,12 +53,6 @@ struct threads {
     atomic_int next_chunk;
 };
 
-static double seconds_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 static void run_chunks(threads *p) {
     const int n_chunks = (p->n_items + p->grain - 1) / p->grain;
     for (;;) {
@@ -70,31 +65,26 @@ static void run_chunks(threads *p) {
     }
 }
 
-/* Spins until the generation differs from `seen`, for at most `seconds`; 1 if it did. */
-static int spin_for_change(threads *p, uint64_t seen, double seconds) {
-    const double until = seconds_now() + seconds;
-    for (;;) {
-        for (int i = 0; i < 64; i++) {
-            if (LOOP_GEN(atomic_load(&p->loop)) != seen || atomic_load(&p->quit))
-                return 1;
-            CPU_RELAX();
-        }
-        if (seconds_now() > until)
-            return 0;
-    }
+/* What a spinning thread waits for: a new loop (or quit), or an empty closed loop. */
+static int loop_changed(threads *p, uint64_t seen) {
+    return LOOP_GEN(atomic_load(&p->loop)) != seen || atomic_load(&p->quit);
 }
 
-/* Spins until no worker is inside the closed loop, for at most SPIN_SECONDS; 1 if none is.
- * The workers inside are running a chunk, not asleep, so this is usually short. */
-static int spin_inside(threads *p) {
-    const double until = seconds_now() + SPIN_SECONDS;
+static int nobody_inside(threads *p, uint64_t unused) {
+    (void)unused;
+    return !(atomic_load(&p->loop) & LOOP_INSIDE);
+}
+
+/* Spins until done(p, arg), for at most SPIN_SECONDS; 1 if it came. */
+static int spin_until(threads *p, int (*done)(threads *, uint64_t), uint64_t arg) {
+    const double until = io_now() + SPIN_SECONDS;
     for (;;) {
         for (int i = 0; i < 64; i++) {
-            if (!(atomic_load(&p->loop) & LOOP_INSIDE))
+            if (done(p, arg))
                 return 1;
             CPU_RELAX();
         }
-        if (seconds_now() > until)
+        if (io_now() > until)
             return 0;
     }
 }
@@ -112,7 +102,7 @@ static void *worker_main(void *arg) {
     threads *p = arg;
     uint64_t seen = LOOP_GEN(atomic_load(&p->loop));
     for (;;) {
-        if (!spin_for_change(p, seen, SPIN_SECONDS)) {
+        if (!spin_until(p, loop_changed, seen)) {
             pthread_mutex_lock(&p->mu);
             atomic_fetch_add(&p->sleepers, 1);
             while (!atomic_load(&p->quit) && LOOP_GEN(atomic_load(&p->loop)) == seen)
@@ -213,7 +203,8 @@ void threads_run(threads *p, int n_items, int grain, threads_fn fn, void *arg) {
     const uint64_t closed = atomic_fetch_and(&p->loop, ~LOOP_OPEN) & ~LOOP_OPEN;
     if (!(closed & LOOP_INSIDE))
         return;
-    if (spin_inside(p))
+    /* The workers inside are running a chunk, not asleep: usually a short wait. */
+    if (spin_until(p, nobody_inside, 0))
         return;
     pthread_mutex_lock(&p->mu);
     atomic_store(&p->waiting, 1);

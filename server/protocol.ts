@@ -52,6 +52,12 @@ export interface CompletionSettings {
   maxPromptTokens: number;
   /** Of which extra context from other documents (default 512). */
   maxContextTokens: number;
+  /** Token healing where the backend supports it (default true; docs/PROMPTS.md). Off only
+   * to measure what it does (npm run bench -- quality). */
+  heal: boolean;
+  /** The junk filter (default true; server/completion/filters.ts). Off only to measure it, or
+   * for tests that need the raw output of a random-weight model. */
+  filter: boolean;
 }
 
 export interface ChatSettings {
@@ -198,6 +204,10 @@ export interface CompletionStats {
   tokensAfterCancel?: number;
   draftedTokens: number;
   acceptedTokens: number;
+  /** Token healing: the text the prompt left out at the cursor (see docs/PROMPTS.md), and
+   * the generated tokens that spelled it again. */
+  healedText?: string;
+  healedTokens?: number;
   prefillMs: number;
   generateMs: number;
   totalMs: number;

@@ -12,6 +12,8 @@ export const DEFAULT_SETTINGS: ServerSettings = {
     maxTokens: 128,
     maxPromptTokens: 2048,
     maxContextTokens: 512,
+    heal: true,
+    filter: true,
   },
   chat: { maxTokens: 2048, thinking: true, maxContext: 32768 },
   state: { maxBytes: 4 * 1024 ** 3, maxConversations: 100 },
@@ -45,6 +47,8 @@ export function mergeSettings(base: ServerSettings, input: SettingsSection | unk
       maxTokens: num(c.maxTokens, b.completions.maxTokens, 1, 100_000),
       maxPromptTokens: num(c.maxPromptTokens, b.completions.maxPromptTokens, 64, 1_000_000),
       maxContextTokens: num(c.maxContextTokens, b.completions.maxContextTokens, 0, 1_000_000),
+      heal: bool(c.heal, b.completions.heal),
+      filter: bool(c.filter, b.completions.filter),
     },
     chat: {
       maxTokens: num(chat.maxTokens, b.chat.maxTokens, 1, 1_000_000),

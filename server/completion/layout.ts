@@ -31,6 +31,9 @@ export interface LayoutInput {
   chunks: readonly ContextChunk[];
   maxPromptTokens: number;
   maxContextTokens: number;
+  /** Back the cursor's line off to its last piece for token healing (a backend that heals
+   * and an encoder with lastPiece). */
+  heal?: boolean;
 }
 
 export interface Layout {
@@ -44,6 +47,10 @@ export interface Layout {
   /** The text of part 2, for cache keys. */
   fileText: string;
   linePrefix: string;
+  /** Token healing: the end of linePrefix that the prompt leaves out (from the start of
+   * its last piece), which the first generated tokens must spell again; '' when the
+   * encoder cannot heal (a remote server's estimate). */
+  heal: string;
   lineSuffix: string;
   /** The document's lines after the cursor's line (up to NEXT_LINES). */
   nextLines: string[];
@@ -53,6 +60,9 @@ export interface Layout {
 
 export interface Encoder {
   encode(text: string, allowSpecial: boolean): Int32Array;
+  /** Where the text's last piece starts (the model's split pattern); present when the
+   * backend heals tokens. */
+  lastPiece?(text: string): number;
 }
 
 /** The prefix window starts on a multiple of this many lines. */
@@ -124,8 +134,12 @@ export function layoutPrompt(enc: Encoder, input: LayoutInput): Layout {
   ids.push(...chunkIds);
   const contextEnd = ids.length;
 
-  // 3 first, to know what is left for 2.
-  const lineIds = enc.encode(linePrefix, false);
+  // 3 first, to know what is left for 2. The line ends at the start of its last piece:
+  // a prompt ending in the middle of a token ("    ret") is a sequence the model never
+  // saw, so the engine regenerates that piece under a byte-prefix constraint instead.
+  const cut = input.heal && enc.lastPiece && linePrefix !== '' ? enc.lastPiece(linePrefix) : linePrefix.length;
+  const heal = linePrefix.slice(cut);
+  const lineIds = enc.encode(linePrefix.slice(0, cut), false);
   const head = header(input.path, input.languageId);
   // A fixed allowance for the line, so typing on it does not move the window.
   const lineAllowance = Math.max(lineIds.length, Math.min(LINE_ALLOWANCE, Math.floor(input.maxPromptTokens / 8)));
@@ -160,5 +174,5 @@ export function layoutPrompt(enc: Encoder, input: LayoutInput): Layout {
   ids.push(...lineIds);
 
   const draftIds = [...enc.encode([lineSuffix, ...nextLines].join('\n'), false), ...chunkIds];
-  return { ids, contextEnd, stableEnd, chunkKeys, fileText, linePrefix, lineSuffix, nextLines, draftIds };
+  return { ids, contextEnd, stableEnd, chunkKeys, fileText, linePrefix, heal, lineSuffix, nextLines, draftIds };
 }

@@ -208,6 +208,8 @@ export interface CompletionStats {
    * the generated tokens that spelled it again. */
   healedText?: string;
   healedTokens?: number;
+  /** The junk filter's verdict, when it acted (server/completion/filters.ts). */
+  filtered?: { rule: string; action: 'cut' | 'dropped' };
   prefillMs: number;
   generateMs: number;
   totalMs: number;

@@ -123,6 +123,7 @@ export class CompletionService {
       });
       stats.outcome = 'done';
       stats.totalMs = Date.now() - t0;
+      if (result.note) stats.filtered = { rule: result.note.rule, action: result.note.action };
       this.record(stats);
       // Junk is not remembered: the next keystroke asks the model again.
       if (result.text && !result.note) this.cache.put(base, layout.linePrefix, result.text);

@@ -58,6 +58,8 @@ export interface CompletionSettings {
   /** The junk filter (default true; server/completion/filters.ts). Off only to measure it, or
    * for tests that need the raw output of a random-weight model. */
   filter: boolean;
+  /** Fill in the middle when the model has FIM tokens (default true). Off only to measure it. */
+  fim: boolean;
 }
 
 export interface ChatSettings {
@@ -208,6 +210,9 @@ export interface CompletionStats {
    * the generated tokens that spelled it again. */
   healedText?: string;
   healedTokens?: number;
+  /** `fim`: the text after the cursor went in as a fill-in-the-middle suffix (a model
+   * whose tokenizer names the FIM tokens); `plain`: a continuation (K3 itself). */
+  layout?: 'fim' | 'plain';
   /** The junk filter's verdict, when it acted (server/completion/filters.ts). */
   filtered?: { rule: string; action: 'cut' | 'dropped' };
   prefillMs: number;

@@ -14,6 +14,7 @@ export const DEFAULT_SETTINGS: ServerSettings = {
     maxContextTokens: 512,
     heal: true,
     filter: true,
+    fim: true,
   },
   chat: { maxTokens: 2048, thinking: true, maxContext: 32768 },
   state: { maxBytes: 4 * 1024 ** 3, maxConversations: 100 },
@@ -49,6 +50,7 @@ export function mergeSettings(base: ServerSettings, input: SettingsSection | unk
       maxContextTokens: num(c.maxContextTokens, b.completions.maxContextTokens, 0, 1_000_000),
       heal: bool(c.heal, b.completions.heal),
       filter: bool(c.filter, b.completions.filter),
+      fim: bool(c.fim, b.completions.fim),
     },
     chat: {
       maxTokens: num(chat.maxTokens, b.chat.maxTokens, 1, 1_000_000),

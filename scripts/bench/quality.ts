@@ -9,14 +9,14 @@
 //     after its first `.` or `(`; the rest of that line is removed (what the developer is
 //     about to type) and the rest of the file stays after it.
 // Configurations run side by side in one run, each on a fresh server: `plain` (no token
-// healing, no junk filter: the pipeline before them), `healed` (healing only) and
-// `default` (healing and the filter). Per set and configuration: exact-line matches, mean
+// healing, no junk filter, no FIM: the pipeline before them), `healed` (healing only),
+// `nofim` (healing and the filter) and `default` (and FIM, for a model that has it). Per set and configuration: exact-line matches, mean
 // edit similarity, empty answers, answers starting with whitespace the real line does not
 // start with, repetition loops and lines over 160 characters shown, what the filter did,
 // p50/p90 latency; the machine's load before and after. Writes out/bench/quality.json.
 //   --model DIR   another model folder (default: the embedded k3-mini)
 //   --cases N     cases per set and cursor kind (default 40)
-//   --configs a,b which configurations (default plain,healed,default)
+//   --configs a,b which configurations (default plain,healed,default; also nofim)
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -34,10 +34,12 @@ function option(name: string, fallback: string): string {
 
 const MODEL = path.resolve(option('model', path.join(repoRoot, 'media/models/k3-mini')));
 const CASES = Number(option('cases', '40'));
-const CONFIGS: Record<string, { heal: boolean; filter: boolean }> = {
-  plain: { heal: false, filter: false },
-  healed: { heal: true, filter: false },
-  default: { heal: true, filter: true },
+const CONFIGS: Record<string, { heal: boolean; filter: boolean; fim: boolean }> = {
+  plain: { heal: false, filter: false, fim: false },
+  healed: { heal: true, filter: false, fim: false },
+  // The defaults without fill-in-the-middle (the same as `default` for a model without FIM tokens).
+  nofim: { heal: true, filter: true, fim: false },
+  default: { heal: true, filter: true, fim: true },
 };
 const chosen = option('configs', 'plain,healed,default').split(',');
 const LONG_LINE = 160;

@@ -7,7 +7,7 @@
 import type { LoadedEngine } from '../engine/host';
 import type { CompletionStats } from '../protocol';
 import type { Job } from '../scheduler';
-import type { Encoder, Layout } from './layout';
+import { type Encoder, FIM_NAMES, type FimTokens, type Layout } from './layout';
 
 export interface CompletionRequest {
   layout: Layout;
@@ -27,6 +27,8 @@ export interface CompletionBackend {
   readonly maxContext: number;
   /** True when run() honours layout.heal (token healing); the layout heals only then. */
   readonly heals: boolean;
+  /** The model's fill-in-the-middle tokens, when its tokenizer names them. */
+  readonly fim?: FimTokens;
   /** Runs the prompt for `job`, filling stats (reused, prefilled, generated, drafted,
    * accepted tokens, times) as it goes. Resolves when generation ends (a stop id, the token
    * limit, or job.stop()); rejects with Cancelled, or a failure errors.ts can classify. */
@@ -40,10 +42,11 @@ export function localCompletionBackend(engine: LoadedEngine): CompletionBackend 
     fingerprint: engine.fingerprint,
     maxContext: engine.completion.maxContext,
     heals: true,
+    fim: fimTokens(engine.tokenizer),
     async run(job, request, stats) {
       const { layout } = request;
       const es = engine.completion;
-      const prefill = await es.prefill(job, layout.ids, [layout.contextEnd, layout.stableEnd, layout.ids.length]);
+      const prefill = await es.prefill(job, layout.ids, [layout.contextEnd, layout.suffixEnd, layout.stableEnd, layout.ids.length]);
       stats.reusedTokens = prefill.reused;
       stats.prefilledTokens = prefill.prefilled;
       stats.prefillMs = prefill.ms;
@@ -72,6 +75,14 @@ export function localCompletionBackend(engine: LoadedEngine): CompletionBackend 
       stats.generateMs = gen.ms;
     },
   };
+}
+
+/** The FIM tokens a tokenizer names, or undefined unless it names all three. */
+export function fimTokens(tok: { specialId(name: string): number | undefined }): FimTokens | undefined {
+  const prefix = tok.specialId(FIM_NAMES.prefix);
+  const suffix = tok.specialId(FIM_NAMES.suffix);
+  const middle = tok.specialId(FIM_NAMES.middle);
+  return prefix !== undefined && suffix !== undefined && middle !== undefined ? { prefix, suffix, middle } : undefined;
 }
 
 /** Drops the healed text from the front of the generated text: the engine spells it again

@@ -61,6 +61,7 @@ export class CompletionService {
       ),
       maxContextTokens: settings.maxContextTokens,
       heal: backend.heals && settings.heal,
+      fim: settings.fim ? backend.fim : undefined,
     });
     const fileLines = splitLines(layout.fileText);
     const ppInput: PostprocessInput = {
@@ -103,6 +104,7 @@ export class CompletionService {
     const stats = emptyStats('engine');
     stats.promptTokens = layout.ids.length;
     if (layout.heal) stats.healedText = layout.heal;
+    stats.layout = layout.fim ? 'fim' : 'plain';
     let raw = '';
     try {
       const result = await this.ctx.scheduler.run(job, async () => {

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { after, before, test } from 'node:test';
+import { after, test } from 'node:test';
 import type { InlineCompletionItem } from 'vscode-languageserver-protocol';
 import { type CompletionStats, StatusRequest } from '../../server/protocol';
 import { startServer, waitReady } from '../support/lsp';
@@ -20,12 +20,12 @@ const LOG = 'const items = [1, 2, 3];\n';
 
 let s: Session;
 
-before(async () => {
-  s = await startSession({
-    settings: { 'k3.completions.debounceMs': 1000 },
-    files: { 'src/stack.ts': STACK, 'src/twice.ts': TWICE, 'src/log.ts': LOG },
-  });
-});
+/** A session per test with only that test's file, so the server's extra context (other
+ * documents the editor opened) is the same as the one the test asks for comparison. */
+async function session(file: string, text: string): Promise<void> {
+  await s?.close();
+  s = await startSession({ settings: { 'k3.completions.debounceMs': 1000 }, files: { [file]: text } });
+}
 
 after(async () => {
   await s?.close();
@@ -67,6 +67,7 @@ function accepted(lineText: string, item: InlineCompletionItem): string {
 }
 
 test('after Enter, the suggestion at the new indentation starts with code and Tab inserts it', async () => {
+  await session('src/stack.ts', STACK);
   await step(s, 'ghost-after-indent', async () => {
     await waitForStatus(s, /^K3: Ready/, 120_000);
     await openFile('stack.ts');
@@ -91,7 +92,9 @@ test('after Enter, the suggestion at the new indentation starts with code and Ta
 });
 
 test('a `)` that auto-closing put after the cursor is not doubled when the suggestion writes it too', async () => {
+  await session('src/twice.ts', TWICE);
   await step(s, 'ghost-closer', async () => {
+    await waitForStatus(s, /^K3: Ready/, 120_000);
     await openFile('twice.ts');
     await s.page.keyboard.press('Control+End');
     await s.page.keyboard.type('const y = twice(', { delay: 60 });
@@ -111,7 +114,9 @@ test('a `)` that auto-closing put after the cursor is not doubled when the sugge
 });
 
 test('a suggestion the model wrote as a loop is shown cut before the loop', async () => {
+  await session('src/log.ts', LOG);
   await step(s, 'ghost-loop', async () => {
+    await waitForStatus(s, /^K3: Ready/, 120_000);
     await openFile('log.ts');
     await s.page.keyboard.press('Control+End');
     await s.page.keyboard.type('console.log(', { delay: 60 });

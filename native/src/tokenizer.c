@@ -1003,11 +1003,14 @@ k3_status tokenizer_last_piece(k3_tokenizer *t, const char *text, size_t len, si
     size_t na = 0, nb = 0;
     if (st == K3_OK)
         st = piece_starts(t, text, len, a, &na, err);
-    /* The last piece's start, moved back a piece while some next character would cut the
-     * text before it differently (a contraction joining "don" + "'" + "t", say). */
+    /* The last piece's start, moved back a piece while the text before it, encoded on its
+     * own, is cut differently ("\t\t" alone is one piece, two before "}"), or while some
+     * next character would cut the text before it differently (a contraction joining
+     * "don" + "'" + "t", say). */
     size_t k = na ? na - 1 : 0;
     for (; st == K3_OK && k > 0; k--) {
-        int stable = 1;
+        st = piece_starts(t, text, a[k], b, &nb, err);
+        int stable = st == K3_OK && nb == k && !memcmp(a, b, sizeof *a * k);
         memcpy(probe, text, len);
         for (size_t p = 0; stable && st == K3_OK && p < sizeof PROBES / sizeof *PROBES; p++) {
             const size_t pl = strlen(PROBES[p]);

@@ -52,6 +52,7 @@ TEST(heal_last_piece_is_where_typing_more_cannot_move_the_boundary) {
     CHECK_INT(last_piece("print(\"hel"), 7);   /* "(\"" is one piece of punctuation, "hel" the next */
     CHECK_INT(last_piece("I don'"), 1);        /* "'t" would join " don": back off over it */
     CHECK_INT(last_piece("don'"), 0);
+    CHECK_INT(last_piece("\t\t}"), 1);        /* "\t\t" alone is one piece, before "}" two */
 }
 
 TEST(heal_allows_prefixes_of_the_rest_and_tokens_that_spell_it_all_and_go_on) {

@@ -26,6 +26,7 @@ import { loopStart } from '../../server/completion/filters';
 import { type StatusResult, StatusRequest } from '../../server/protocol';
 import { type ServerHandle, startServer, waitReady } from '../../test/support/lsp';
 import { repoRoot } from '../../test/support/paths';
+import { rng } from '../../test/tokenizer/corpus';
 
 function option(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -59,18 +60,6 @@ interface Case {
   character: number;
   /** The rest of the real line after the cursor. */
   target: string;
-}
-
-/** A small deterministic generator (mulberry32), so every run picks the same cases. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 function languageOf(file: string): string {

@@ -209,8 +209,9 @@ def _walk(root, include, exclude):
         for dirpath, dirnames, filenames in os.walk(start):
             dirnames[:] = sorted(d for d in dirnames if d not in exclude and d not in ("__pycache__", "node_modules"))
             for name in sorted(filenames):
-                if name not in exclude:
-                    yield os.path.join(dirpath, name)
+                path = os.path.join(dirpath, name)
+                if name not in exclude and not os.path.islink(path):  # links may point outside the package
+                    yield path
 
 
 def _package_files(entry, root, source, licence):

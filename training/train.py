@@ -359,6 +359,24 @@ def retime(run, old, new):
     log(f"step count {old['steps']} -> {new['steps']} at step {done}")
 
 
+def claim(run):
+    """Refuses to start while another process trains in the same run (two writers would
+    overwrite each other's checkpoints); run/train.pid names the one that does."""
+    lock = os.path.join(run, "train.pid")
+    if os.path.exists(lock):
+        with open(lock) as f:
+            pid = int(f.read().strip() or 0)
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                alive = b"train.py" in f.read()
+        except OSError:
+            alive = False
+        if alive and pid != os.getpid():
+            sys.exit(f"train.py: process {pid} is training in {run} (see {lock}); let it finish or stop it first")
+    with open(lock, "w") as f:
+        f.write(f"{os.getpid()}\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description="train the embedded default K3 model")
     parser.add_argument("--size", choices=sorted(configs.SIZES), default="v2")
@@ -388,6 +406,7 @@ def main():
         return
     if args.steps:
         size["steps"] = args.steps
+    claim(args.run)
     command_file = os.path.join(args.run, "command.json")
     if os.path.exists(command_file):
         with open(command_file) as f:

@@ -2,9 +2,8 @@
 // (`npm run bench -- quality`): code the default model never trained on, cut where a
 // developer's cursor stands, completed by the bundled server (dist/server.js) over LSP,
 // compared with the real line. Cases:
-//   - sets: the held-out split of k3-mini's corpus (training/corpus.py, or the packages
-//     training/heldout.json names when present) and the project's own sources (never in
-//     the corpus);
+//   - sets: the held-out packages of k3-mini's corpus (training/heldout.json, when fetched;
+//     else v1's held-out split) and the project's own sources (never in the corpus);
 //   - cursors: after the line's indentation, inside the line's first identifier, and right
 //     after its first `.` or `(`; the rest of that line is removed (what the developer is
 //     about to type) and the rest of the file stays after it.
@@ -62,9 +61,15 @@ interface Case {
   target: string;
 }
 
+/** A source file and its VS Code language id. */
+interface Source {
+  path: string;
+  languageId: string;
+}
+
 function languageOf(file: string): string {
   if (file.endsWith('.py')) return 'python';
-  if (/\.(ts|mts|cts)$/.test(file)) return 'typescript';
+  if (/\.(ts|mts|cts|tsx)$/.test(file)) return 'typescript';
   return 'javascript';
 }
 
@@ -88,52 +93,60 @@ function usable(line: string, at: number): boolean {
   return rest.length >= 4 && t.length <= 160 && !/^(#|\/\/|\/\*|\*)/.test(t);
 }
 
-function casesOf(set: string, files: string[], seed: number): Case[] {
+function casesOf(set: string, files: Source[], seed: number): Case[] {
   const draw = rng(seed);
   const out: Case[] = [];
   for (const cursor of ['indent', 'identifier', 'punct'] as const) {
     let tries = 0;
     let got = 0;
     while (got < CASES && tries++ < CASES * 200) {
-      const file = files[Math.floor(draw() * files.length)];
+      const { path: file, languageId } = files[Math.floor(draw() * files.length)];
       const text = fs.readFileSync(file, 'utf8').replace(/\r\n/g, '\n');
       const lines = text.split('\n');
       const line = Math.floor(draw() * lines.length);
       const at = cursorIn(lines[line], cursor, draw);
       if (at < 0 || line < 3 || !usable(lines[line], at)) continue;
       const cut = [...lines.slice(0, line), lines[line].slice(0, at), ...lines.slice(line + 1)].join('\n');
-      out.push({ set, file, languageId: languageOf(file), cursor, text: cut, line, character: at, target: lines[line].slice(at).trimEnd() });
+      out.push({ set, file, languageId, cursor, text: cut, line, character: at, target: lines[line].slice(at).trimEnd() });
       got++;
     }
   }
   return out;
 }
 
-function heldOutFiles(): string[] {
+/** The held-out packages of k3-mini's corpus (training/heldout.json, fetched by
+ * `training/corpus.py --fetch`: new in v2, so neither v1 nor v2 trained on them), or, when
+ * they are not fetched, v1's held-out split (training/corpus.py). */
+function heldOut(): { name: string; files: Source[] } {
   const listed = path.join(repoRoot, 'training/heldout.json');
   if (fs.existsSync(listed)) {
-    const j = JSON.parse(fs.readFileSync(listed, 'utf8')) as { files: Array<{ path: string }> };
-    const present = j.files.map((f) => path.resolve(repoRoot, f.path)).filter((f) => fs.existsSync(f));
-    if (present.length) return present;
+    const j = JSON.parse(fs.readFileSync(listed, 'utf8')) as { packages: Array<{ files: Array<{ path: string; language: string }> }> };
+    const files = j.packages
+      .flatMap((p) => p.files)
+      .map((f) => ({ path: path.resolve(repoRoot, f.path), languageId: f.language }))
+      .filter((f) => fs.existsSync(f.path));
+    if (files.length) return { name: 'held-out packages', files };
+    console.log('training/heldout.json names files that are not fetched (training/corpus.py --fetch): using v1\'s held-out split');
   }
   const py = 'import sys, json; sys.path.insert(0, "training"); import corpus; ' +
     'print(json.dumps([f["path"] for f in corpus.collect(".") if f["split"] == "held_out"]))';
-  return JSON.parse(execFileSync('/usr/bin/python3', ['-c', py], { cwd: repoRoot, encoding: 'utf8' })) as string[];
+  const paths = JSON.parse(execFileSync('/usr/bin/python3', ['-c', py], { cwd: repoRoot, encoding: 'utf8' })) as string[];
+  return { name: 'v1 held-out split', files: paths.map((p) => ({ path: p, languageId: languageOf(p) })) };
 }
 
-function projectFiles(): string[] {
-  const out: string[] = [];
+function projectFiles(): Source[] {
+  const out: Source[] = [];
   for (const dir of ['server', 'extension', 'scripts', 'training', 'webview']) {
     const walk = (d: string): void => {
       for (const e of fs.readdirSync(d, { withFileTypes: true })) {
         const p = path.join(d, e.name);
         if (e.isDirectory()) walk(p);
-        else if (/\.(ts|mjs|py)$/.test(e.name)) out.push(p);
+        else if (/\.(ts|mjs|py)$/.test(e.name)) out.push({ path: p, languageId: languageOf(p) });
       }
     };
     walk(path.join(repoRoot, dir));
   }
-  return out.sort();
+  return out.sort((a, b) => a.path.localeCompare(b.path));
 }
 
 // ---- measuring ---------------------------------------------------------------------------
@@ -193,8 +206,9 @@ interface Row {
 
 async function run(): Promise<void> {
   const load0 = os.loadavg()[0];
+  const held = heldOut();
   const sets = [
-    { name: 'held-out corpus', cases: casesOf('held-out corpus', heldOutFiles(), 7) },
+    { name: held.name, cases: casesOf(held.name, held.files, 7) },
     { name: 'project sources', cases: casesOf('project sources', projectFiles(), 11) },
   ];
   const rows: Row[] = [];

@@ -1,11 +1,13 @@
 // remote-client.ts - helpers for tests that drive the language server's remote backend as
 // the editor does (the bundled server over stdio, test/support/lsp.ts) against a fake or a
-// real server: initialization options, the error a request rejects with, a loopback port
-// nothing listens on, and a long source file to lay completions out in.
+// real server: initialization options, a language server for the length of a test body,
+// the error a request rejects with, a loopback port nothing listens on, and a long source
+// file to lay completions out in.
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { ResponseError } from 'vscode-languageserver-protocol/node';
 import type { InitializationOptions, K3ErrorData } from '../../server/protocol';
+import { type ServerHandle, startServer } from '../support/lsp';
 import { addonFile } from '../support/paths';
 
 process.env.K3_ADDON ??= addonFile;
@@ -18,6 +20,22 @@ export function remoteInit(endpoint: string, remote: Partial<NonNullable<Initial
     remote: { endpoint, timeoutMs: 20_000, ...remote },
     settings: { completions: { maxTokens: 16 } },
   };
+}
+
+/** Runs `body` with a language server started on `init`; then shuts it down and closes
+ * `server` (the fake or real server it talked to), whatever happened. */
+export async function withLanguageServer<R>(
+  init: InitializationOptions,
+  body: (ls: ServerHandle) => Promise<R>,
+  server?: { close(): Promise<void> },
+): Promise<R> {
+  const ls = await startServer(init);
+  try {
+    return await body(ls);
+  } finally {
+    await ls.shutdown();
+    await server?.close();
+  }
 }
 
 /** The ResponseError the promise rejects with; fails if it resolves. */

@@ -9,9 +9,9 @@ import * as fs from 'node:fs';
 import type * as http from 'node:http';
 import { test } from 'node:test';
 import { ChatSendRequest, K3ErrorCodes, StatusRequest } from '../../server/protocol';
-import { type ServerHandle, startServer, TEST_TIMEOUT_MS } from '../support/lsp';
+import { type ServerHandle, TEST_TIMEOUT_MS } from '../support/lsp';
 import { type FakeServer, json, type Recorded, startFake } from './fakes/core';
-import { failure, remoteInit } from './remote-client';
+import { failure, remoteInit, withLanguageServer } from './remote-client';
 
 const T = { timeout: TEST_TIMEOUT_MS };
 const MODELS = { object: 'list', data: [{ id: 'kimi-k3', object: 'model', owned_by: 'vllm', max_model_len: 8192 }] };
@@ -43,17 +43,17 @@ test('an endless GET /v1/models body is refused at 4 MiB, naming the route and t
     res.write('{"object":"list","data":[');
     endless(res, Buffer.from(`${'{"id":"m","object":"model"},'.repeat(2000)}`));
   });
-  const ls = await startServer(remoteInit(fake.base));
-  try {
-    const s = await ls.waitForStatus((x) => x.phase === 'error');
-    assert.equal(s.error?.kind, 'remote-failed');
-    assert.match(s.error?.detail ?? '', /^GET http:\/\/127\.0\.0\.1:\d+\/v1\/models: the answer is over 4194304 bytes \(read so far \d+\)/);
-    assert.equal((await ls.connection.sendRequest(StatusRequest.type)).phase, 'error', 'the server still answers');
-    assert.ok(rssMiB(ls) < 400, `resident memory ${rssMiB(ls).toFixed(0)} MiB`);
-  } finally {
-    await ls.shutdown();
-    await fake.close();
-  }
+  await withLanguageServer(
+    remoteInit(fake.base),
+    async (ls) => {
+      const s = await ls.waitForStatus((x) => x.phase === 'error');
+      assert.equal(s.error?.kind, 'remote-failed');
+      assert.match(s.error?.detail ?? '', /^GET http:\/\/127\.0\.0\.1:\d+\/v1\/models: the answer is over 4194304 bytes \(read so far \d+\)/);
+      assert.equal((await ls.connection.sendRequest(StatusRequest.type)).phase, 'error', 'the server still answers');
+      assert.ok(rssMiB(ls) < 400, `resident memory ${rssMiB(ls).toFixed(0)} MiB`);
+    },
+    fake,
+  );
 });
 
 test('a Content-Length over the bound is refused before the body is read', T, async () => {
@@ -61,14 +61,14 @@ test('a Content-Length over the bound is refused before the body is read', T, as
     res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': String(1 << 30) });
     res.write('{');
   });
-  const ls = await startServer(remoteInit(fake.base));
-  try {
-    const s = await ls.waitForStatus((x) => x.phase === 'error');
-    assert.match(s.error?.detail ?? '', /\/v1\/models: the answer is over 4194304 bytes \(Content-Length 1073741824\)/);
-  } finally {
-    await ls.shutdown();
-    await fake.close();
-  }
+  await withLanguageServer(
+    remoteInit(fake.base),
+    async (ls) => {
+      const s = await ls.waitForStatus((x) => x.phase === 'error');
+      assert.match(s.error?.detail ?? '', /\/v1\/models: the answer is over 4194304 bytes \(Content-Length 1073741824\)/);
+    },
+    fake,
+  );
 });
 
 test('an endless HTTP error body is cut at 64 KiB: the request fails at once with the status, not at the timeout', T, async () => {
@@ -78,17 +78,17 @@ test('an endless HTTP error body is cut at 64 KiB: the request fails at once wit
       endless(res, Buffer.from('overloaded '.repeat(1000)));
     }),
   );
-  const ls = await startServer(remoteInit(fake.base, { timeoutMs: 60_000 }));
-  try {
-    await ls.waitForStatus((x) => x.phase === 'ready');
-    const e = await failure(ls.connection.sendRequest(ChatSendRequest.type, { message: 'hi', maxTokens: 4 }));
-    assert.equal(e.code, K3ErrorCodes.EngineFailed);
-    assert.match(e.data?.detail ?? '', /chat\/completions failed on the server \(HTTP 500\): overloaded overloaded/);
-    assert.ok((e.data?.detail ?? '').length < 1000, 'the text shown is clipped');
-  } finally {
-    await ls.shutdown();
-    await fake.close();
-  }
+  await withLanguageServer(
+    remoteInit(fake.base, { timeoutMs: 60_000 }),
+    async (ls) => {
+      await ls.waitForStatus((x) => x.phase === 'ready');
+      const e = await failure(ls.connection.sendRequest(ChatSendRequest.type, { message: 'hi', maxTokens: 4 }));
+      assert.equal(e.code, K3ErrorCodes.EngineFailed);
+      assert.match(e.data?.detail ?? '', /chat\/completions failed on the server \(HTTP 500\): overloaded overloaded/);
+      assert.ok((e.data?.detail ?? '').length < 1000, 'the text shown is clipped');
+    },
+    fake,
+  );
 });
 
 test('an event stream without line ends ends the chat at 1 MiB with a clear error, instead of keeping it busy', T, async () => {
@@ -99,21 +99,21 @@ test('an event stream without line ends ends the chat at 1 MiB with a clear erro
       endless(res, Buffer.alloc(64 << 10, 'x'));
     }),
   );
-  const ls = await startServer(remoteInit(fake.base));
-  try {
-    await ls.waitForStatus((x) => x.phase === 'ready');
-    const e = await failure(ls.connection.sendRequest(ChatSendRequest.type, { message: 'hi', maxTokens: 4 }));
-    assert.equal(e.data?.kind, 'remote-failed');
-    assert.match(
-      e.data?.detail ?? '',
-      /^POST http:\/\/127\.0\.0\.1:\d+\/v1\/chat\/completions: a line of the event stream is over 1048576 bytes \(\d+ bytes without a line end\), after \d+ bytes and 0 events$/,
-    );
-    assert.notEqual((await ls.connection.sendRequest(StatusRequest.type)).phase, 'busy', 'the chat is over');
-    assert.ok(ls.logs.some((l) => l.includes('a line of the event stream is over 1048576 bytes')));
-  } finally {
-    await ls.shutdown();
-    await fake.close();
-  }
+  await withLanguageServer(
+    remoteInit(fake.base),
+    async (ls) => {
+      await ls.waitForStatus((x) => x.phase === 'ready');
+      const e = await failure(ls.connection.sendRequest(ChatSendRequest.type, { message: 'hi', maxTokens: 4 }));
+      assert.equal(e.data?.kind, 'remote-failed');
+      assert.match(
+        e.data?.detail ?? '',
+        /^POST http:\/\/127\.0\.0\.1:\d+\/v1\/chat\/completions: a line of the event stream is over 1048576 bytes \(\d+ bytes without a line end\), after \d+ bytes and 0 events$/,
+      );
+      assert.notEqual((await ls.connection.sendRequest(StatusRequest.type)).phase, 'busy', 'the chat is over');
+      assert.ok(ls.logs.some((l) => l.includes('a line of the event stream is over 1048576 bytes')));
+    },
+    fake,
+  );
 });
 
 test('one event of endless data lines is refused at 1 MiB', T, async () => {
@@ -123,13 +123,13 @@ test('one event of endless data lines is refused at 1 MiB', T, async () => {
       endless(res, Buffer.from(`data: ${'y'.repeat(1000)}\n`.repeat(50)));
     }),
   );
-  const ls = await startServer(remoteInit(fake.base));
-  try {
-    await ls.waitForStatus((x) => x.phase === 'ready');
-    const e = await failure(ls.connection.sendRequest(ChatSendRequest.type, { message: 'hi', maxTokens: 4 }));
-    assert.match(e.data?.detail ?? '', /an event of the event stream is over 1048576 bytes \(\d+ bytes of data lines\)/);
-  } finally {
-    await ls.shutdown();
-    await fake.close();
-  }
+  await withLanguageServer(
+    remoteInit(fake.base),
+    async (ls) => {
+      await ls.waitForStatus((x) => x.phase === 'ready');
+      const e = await failure(ls.connection.sendRequest(ChatSendRequest.type, { message: 'hi', maxTokens: 4 }));
+      assert.match(e.data?.detail ?? '', /an event of the event stream is over 1048576 bytes \(\d+ bytes of data lines\)/);
+    },
+    fake,
+  );
 });

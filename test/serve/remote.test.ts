@@ -11,12 +11,11 @@
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { after, before, test } from 'node:test';
-import { LSPErrorCodes, ResponseError } from 'vscode-languageserver-protocol/node';
+import { LSPErrorCodes } from 'vscode-languageserver-protocol/node';
 import {
   ChatSendRequest,
   ChatStopRequest,
   K3ErrorCodes,
-  type K3ErrorData,
   ModelLoadRequest,
   PresetsListRequest,
   RemoteApiKeyRequest,
@@ -26,6 +25,7 @@ import {
 import { ensureFixture } from '../support/fixtures';
 import { type ServerHandle, startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';
 import { addonFile } from '../support/paths';
+import { closedPort, failure } from './remote-client';
 import { type Serve, startServe } from './support';
 
 process.env.K3_ADDON ??= addonFile;
@@ -57,26 +57,6 @@ after(async () => {
   await remote.shutdown();
   await serve.stop();
 });
-
-/** Rejects with the ResponseError the promise rejects with, or fails. */
-async function failure(p: Promise<unknown>): Promise<ResponseError<K3ErrorData>> {
-  try {
-    await p;
-  } catch (e) {
-    assert.ok(e instanceof ResponseError, `a ResponseError, not ${String(e)}`);
-    return e as ResponseError<K3ErrorData>;
-  }
-  assert.fail('the request succeeded');
-}
-
-/** A loopback port nothing listens on. */
-async function closedPort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
-}
 
 test("completions through k3 serve equal the local engine's, for the same documents and positions", { timeout: TEST_TIMEOUT_MS }, async () => {
   const docs: Array<[string, string, string, number, number]> = [

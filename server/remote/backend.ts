@@ -232,7 +232,7 @@ export class RemoteBackend {
         throw this.modelProblem;
       }
       this.modelProblem = undefined;
-      const propsTokens = await this.checkKey(listing.server);
+      const propsTokens = await this.checkKey(listing.server, found.id);
       this.model = found.id;
       this.maxContext = found.contextTokens ?? propsTokens ?? this.learnedContext ?? Number.MAX_SAFE_INTEGER;
       this.healthy();
@@ -245,7 +245,7 @@ export class RemoteBackend {
    * Checks the API key where GET /v1/models did not (profile.ts); throws an `unauthorized`
    * RemoteError when it is refused. Resolves with the context llama-server's `/props` names.
    */
-  private async checkKey(server: RemoteServerKind | undefined): Promise<number | undefined> {
+  private async checkKey(server: RemoteServerKind | undefined, model: string): Promise<number | undefined> {
     const check = PROFILES[server ?? 'unknown'].keyCheck;
     const base = this.base as URL;
     if (check.how === 'models') return undefined;
@@ -269,7 +269,7 @@ export class RemoteBackend {
     }
     // It lists without a key: only a generation tells whether the key is accepted. One token.
     try {
-      const body = { ...(this.modelId() ? { model: this.modelId() } : {}), prompt: '\n', max_tokens: 1, temperature: 0, stream: false };
+      const body = { model, prompt: '\n', max_tokens: 1, temperature: 0, stream: false };
       await requestJson(new URL('completions', base), 'POST', body, this.requestOptions());
     } catch (e) {
       if (e instanceof RemoteError && e.reason === 'unauthorized') throw e;

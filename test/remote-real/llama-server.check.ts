@@ -166,6 +166,15 @@ test('llama-server: context from meta.n_ctx, completions laid out within it, an 
         }
         figure(`completions in a 301-line file, prompts as ${mode}: ${outcomes.join('; ')}`);
         assert.ok(done > 0, 'at least one completion answered');
+        // A keystroke after a completion: the server prefills only what changed.
+        await ls.open('file:///w/keys.py', 'python', 'def mul(a, b):\n    return a * b\n\n');
+        await ls.complete('file:///w/keys.py', 3, 0).catch(() => null);
+        await ls.type('file:///w/keys.py', 2, 3, 0, 'x');
+        const typed = await ls.complete('file:///w/keys.py', 3, 1).then(
+          async () => (await ls.connection.sendRequest(StatusRequest.type)).lastCompletion,
+          () => undefined,
+        );
+        if (typed) figure(`keystroke (${mode}): prompt ${typed.promptTokens}, reused ${typed.reusedTokens}, prefilled ${typed.prefilledTokens}`);
         for (const failed of ls.logs.filter((l) => l.startsWith('completion (engine, failed)'))) figure(`failed completion logged: ${failed}`);
         const e = await failure(ls.connection.sendRequest(ChatSendRequest.type, { message: 'word '.repeat(1500), maxTokens: 8 }));
         assert.equal(e.code, K3ErrorCodes.ContextFull);
@@ -213,7 +222,7 @@ test('llama-server: loading is shown as loading (503 "Loading model") and ready 
       const llama = await startLlama([], port);
       try {
         // The HTTP server is up before the model loads; a check now meets the load.
-        await llama.waitForLog((l) => /llama_model_load|load_tensors|llama_model_loader/.test(l));
+        await llama.waitForLog((l) => /load_model: loading model/.test(l));
         const probe = await request(llama.base, 'GET', '/v1/models').catch(() => ({ status: 0, text: '' }));
         const phase = await ls.connection.sendRequest(RemoteApiKeyRequest.type, { apiKey: '' });
         const s = await ls.connection.sendRequest(StatusRequest.type);
@@ -263,6 +272,25 @@ test('llama-server: replies stream with usage and cached tokens, and every serve
         }
       }
       for (const r of results) figure(`chat ${r}`);
+      // Completions over varied text, to meet the server's own mid-stream failures (this
+      // build aborts a reply whose text is not valid UTF-8): each must be in the log.
+      const samples = ['def f(x):\n    return ', 'naïve café = "', '# 中文注释\nvalue = ', 'emoji = "🚀', 'SELECT * FROM t WHERE ', '<div class="', 'fn main() {\n    let ', 'π ≈ 3.14; λ = '];
+      let failed = 0;
+      for (const [i, text] of samples.entries()) {
+        const uri = `file:///w/s${i}.txt`;
+        await ls.open(uri, 'plaintext', text);
+        const lines = text.split('\n');
+        try {
+          await ls.complete(uri, lines.length - 1, lines[lines.length - 1].length);
+        } catch (e) {
+          failed++;
+          const f = e as { message: string; data?: { detail?: string } };
+          const said = /the server says: (.*)\)\./.exec(f.message)?.[1]?.slice(0, 60) ?? f.data?.detail?.slice(-60) ?? '';
+          assert.ok(ls.logs.some((l) => l.startsWith('remote backend:') && l.includes(said)), `the log has "${said}"`);
+          figure(`completion ${i} failed on the server, logged: ${f.message.slice(0, 200)}`);
+        }
+      }
+      figure(`completions over ${samples.length} varied texts: ${failed} failed on the server, each logged with its message`);
     });
   } finally {
     await llama.stop();

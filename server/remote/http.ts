@@ -253,8 +253,8 @@ function exchange(url: URL, method: 'GET' | 'POST', body: unknown, opts: Request
   });
 }
 
-/** A request whose answer is one JSON value of at most LIMITS.jsonBytes, all of it within
- * timeoutMs of the request. */
+/** A request whose answer is one JSON value of at most LIMITS.jsonBytes; its head must come
+ * within timeoutMs of the request, and all of its body within timeoutMs of the head. */
 export async function requestJson(url: URL, method: 'GET' | 'POST', body: unknown, opts: RequestOptions): Promise<unknown> {
   const what = `${method} ${displayUrl(url)}`;
   const limit = LIMITS.jsonBytes;

@@ -74,7 +74,7 @@ async function selectPreset(ctx: Ctx): Promise<void> {
   const facts = new Map<string, PresetFacts>();
   for (const p of presets as Partial<PresetInfo>[]) {
     if (p.id && p.trunkBytes !== undefined && p.expertCacheBytes !== undefined && p.peakBytes !== undefined) {
-      facts.set(p.id, { trunkBytes: p.trunkBytes, expertCacheBytes: p.expertCacheBytes, peakBytes: p.peakBytes });
+      facts.set(p.id, { trunkBytes: p.trunkBytes, expertCacheBytes: p.expertCacheBytes, peakBytes: p.peakBytes, secondsPerToken: p.secondsPerToken });
     }
   }
   const items = presetItems(presets, current, available, facts).map((item) => ({

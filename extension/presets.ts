@@ -1,6 +1,7 @@
 // presets.ts - the memory preset quick pick's items: every preset with its budgets, the
 // peak memory it needs and whether that fits the memory this machine has available now,
-// the recommended one marked. Pure except availableMemoryBytes(), which reads the OS.
+// the engine's forecast of seconds per token when this machine has been measured, the
+// recommended one marked. Pure except availableMemoryBytes(), which reads the OS.
 // Budgets and peak memory come from the engine's preset table through k3/presets/list; a
 // preset the server says nothing about (an older server, or none running) is listed as
 // not reported rather than guessed. `auto`, which sizes itself from free memory, is the
@@ -16,6 +17,9 @@ export interface PresetFacts {
   expertCacheBytes: number;
   /** Peak memory the engine needs with this preset at full scale (the released K3), bytes. */
   peakBytes: number;
+  /** The engine's forecast of seconds per token at full scale on this machine (measured
+   * memory bandwidth and disk speed); undefined until the machine has been measured. */
+  secondsPerToken?: number;
 }
 
 export interface PresetItem {
@@ -24,6 +28,13 @@ export interface PresetItem {
   label: string;
   description: string;
   detail: string;
+}
+
+/** "0.42 s", "26 s", "3.1 min". */
+export function formatSeconds(s: number): string {
+  if (s >= 120) return `${(s / 60).toFixed(1)} min`;
+  if (s >= 10) return `${s.toFixed(0)} s`;
+  return `${s.toFixed(2)} s`;
 }
 
 export function formatBytes(n: number): string {
@@ -64,7 +75,8 @@ export function presetItems(
     let description = marks.join(', ');
     if (f) {
       const fits = f.peakBytes <= availableBytes;
-      description = [description, `peak ${formatBytes(f.peakBytes)}`].filter(Boolean).join(' · ');
+      const speed = f.secondsPerToken !== undefined ? `~${formatSeconds(f.secondsPerToken)}/token here` : '';
+      description = [description, `peak ${formatBytes(f.peakBytes)}`, speed].filter(Boolean).join(' · ');
       detail = `trunk ${formatBytes(f.trunkBytes)} + expert cache ${formatBytes(f.expertCacheBytes)}; full K3 peaks at ${formatBytes(
         f.peakBytes,
       )}: ${fits ? `fits in the ${formatBytes(availableBytes)} available` : `does not fit in the ${formatBytes(availableBytes)} available`}`;

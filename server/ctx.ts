@@ -116,6 +116,7 @@ export class ServerCtx {
         trunkBytes: p.trunkBytes,
         expertCacheBytes: p.expertCacheBytes,
         peakBytes: p.fullScalePeakRss,
+        ...(p.forecastSecondsPerToken !== undefined ? { secondsPerToken: p.forecastSecondsPerToken } : {}),
       })),
       { id: 'mapped', label: 'Mapped', description: 'Every weight mapped from the shards; the operating system decides what stays in memory.' },
     ];

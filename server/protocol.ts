@@ -309,6 +309,10 @@ export interface PresetInfo {
   expertCacheBytes?: number;
   /** The peak memory the preset needs with the released K3 (full scale), bytes. */
   peakBytes?: number;
+  /** The engine's forecast of seconds per token for the released K3 with this preset on this
+   * machine (its measured memory bandwidth and disk speed); absent until the machine has
+   * been measured (`npm run bench -- scale`). */
+  secondsPerToken?: number;
 }
 
 export interface PresetsListResult {

@@ -225,7 +225,9 @@ Napi::Value ModelPlan(const Napi::CallbackInfo &info) {
     return o;
 }
 
-// presets() -> [{ name, trunkBytes, expertCacheBytes, fullScalePeakRss, fullScalePlan, note }]
+// presets() -> [{ name, trunkBytes, expertCacheBytes, fullScalePeakRss, fullScalePlan, note,
+//                forecastSecondsPerToken? }]; the forecast is present when this machine has
+// a measured profile (k3_forecast_make's default path).
 Napi::Value Presets(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
     const int n = k3_preset_count();
@@ -239,6 +241,14 @@ Napi::Value Presets(const Napi::CallbackInfo &info) {
         o.Set("fullScalePeakRss", static_cast<double>(p->full_scale_peak_rss));
         o.Set("fullScalePlan", static_cast<double>(p->full_scale_plan));
         o.Set("note", p->note ? p->note : "");
+        k3_model_params mp;
+        k3_model_params_default(&mp);
+        mp.trunk_bytes = p->trunk_bytes;
+        mp.expert_cache_bytes = p->expert_cache_bytes;
+        k3_forecast fc;
+        char detail[512];
+        if (k3_forecast_make(nullptr, nullptr, &mp, 1, &fc, detail, sizeof detail) == K3_OK)
+            o.Set("forecastSecondsPerToken", fc.seconds);
         out.Set(static_cast<uint32_t>(i), o);
     }
     return out;

@@ -292,6 +292,53 @@ k3_status k3_state_length(const char *path, int *n_tokens, char *detail, size_t 
  * tokens than this context's max_context; the context is unchanged then. */
 k3_status k3_state_load(k3_context *ctx, const char *path);
 
+/* ------------------------------------------------------------------------ activations --
+ * What each layer computed, for localising a disagreement with another implementation
+ * (`k3 ... --dump-activations DIR`) and for per-layer timing in benchmarks. Sites are named
+ * after the Hugging Face reference's modules (prefix language_model. omitted), in the
+ * order a forward pass reaches them:
+ *   model.embed_tokens                        out, (n, hidden)
+ *   model.layers.L.input_layernorm            in: the attention residuals' mix, (n, hidden)
+ *   model.layers.L.self_attn                  out: the KDA or MLA output, (n, hidden)
+ *   model.layers.L.post_attention_layernorm   in: the mix before the FFN, (n, hidden)
+ *   model.layers.L.block_sparse_moe.gate      the chosen experts, (n, top_k) ascending
+ *   model.layers.L.mlp / .block_sparse_moe    out: the dense MLP or MoE output, (n, hidden)
+ *   model.norm                                out, for the positions whose logits are computed
+ *   lm_head                                   out: the logits of those positions, (n, vocab)
+ * The routing site comes after the MoE output (the values are final by then). */
+
+typedef enum k3_site {
+    K3_SITE_EMBED = 0,
+    K3_SITE_ATTN_INPUT = 1,
+    K3_SITE_ATTN_OUTPUT = 2,
+    K3_SITE_FFN_INPUT = 3,
+    K3_SITE_FFN_OUTPUT = 4,
+    K3_SITE_ROUTING = 5,
+    K3_SITE_FINAL_NORM = 6,
+    K3_SITE_LOGITS = 7
+} k3_site;
+
+typedef struct k3_activation {
+    k3_site site;
+    int layer;              /* 0-based; -1 for the embedding, the final norm and the logits */
+    const char *name;       /* the module, as listed above */
+    const char *kind;       /* the layer's mixer ("kda", "mla") at the attention sites, its FFN
+                               ("mlp", "moe") at the FFN and routing sites; NULL elsewhere */
+    int start;              /* sequence position of the first row */
+    int n_tokens;           /* rows */
+    int width;              /* values per row */
+    const float *values;    /* (n_tokens, width); NULL at the routing site */
+    const int32_t *experts; /* routing site only: (n_tokens, width) expert ids, ascending */
+} k3_activation;
+
+/* Called on the decoding thread during the pass; the pointers are valid only during the
+ * call. It must not call into the context. */
+typedef void (*k3_activation_fn)(void *user, const k3_activation *a);
+
+/* Every later forward pass of ctx reports each site to fn (NULL: stop). Observing never
+ * changes a computed bit. */
+void k3_context_observe(k3_context *ctx, k3_activation_fn fn, void *user);
+
 /* Process-wide counters since the process started, for benchmarks. */
 typedef struct k3_counters {
     uint64_t weight_bytes_read; /* weight bytes the matrix kernels streamed */
@@ -414,6 +461,36 @@ const k3_preset *k3_preset_find(const char *name); /* NULL for an unknown name (
  * receives the plan of the result. */
 k3_status k3_preset_auto(const char *dir, const k3_context_params *cp, uint64_t mem_available,
                          k3_model_params *out, k3_plan *plan, char *detail, size_t detail_size);
+
+/* Seconds per forward pass forecast for a checkpoint under given budgets on this machine,
+ * from a machine profile written by `npm run bench -- scale`: the memory bandwidth and disk
+ * read speed measured here, and per-layer-kind seconds measured at the release's width.
+ * The model behind it is at the top of native/src/forecast.h; docs/SCALE.md checks it
+ * against measured passes. */
+typedef struct k3_forecast {
+    double seconds;                /* the forecast for one pass */
+    int positions;                 /* positions the pass verifies (1: a serial step) */
+    double compute_seconds;        /* the pass with every byte it needs in memory */
+    double disk_seconds;           /* reading its streamed trunk and missed experts */
+    double exposed_expert_seconds; /* expert reads no compute hides */
+    double trunk_read_bytes;       /* streamed trunk bytes per pass */
+    double expert_read_bytes;      /* expert bytes read per pass */
+    double expert_hit_rate;        /* assumed: the cache's share of the pool (routing spread evenly) */
+    int bound;                     /* 0: compute / memory bandwidth, 1: the disk */
+} k3_forecast;
+
+/* Where a profile is looked for when none is named: $K3_MACHINE_PROFILE, else
+ * $XDG_CACHE_HOME/k3/machine-profile.json, else $HOME/.cache/k3/machine-profile.json.
+ * K3_ERR_INVALID_ARGUMENT when none applies or it does not fit out. */
+k3_status k3_forecast_profile_path(char *out, size_t size);
+
+/* The forecast for the checkpoint in dir (NULL: the full-scale release) under mp (owned
+ * budgets; a mapped trunk or mapped experts have none: K3_ERR_INVALID_ARGUMENT) for a pass
+ * of `positions` positions, from the profile at `profile` (NULL: the default path).
+ * K3_ERR_IO when the profile is missing (the detail says how to make one), K3_ERR_FORMAT
+ * when it is malformed (naming the field), K3_ERR_BUDGET below a floor. */
+k3_status k3_forecast_make(const char *profile, const char *dir, const k3_model_params *mp, int positions,
+                           k3_forecast *out, char *detail, size_t detail_size);
 
 /* Memory counters of a model since it was opened; every context's passes add to them. */
 typedef struct k3_memory_counters {

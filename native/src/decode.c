@@ -196,6 +196,11 @@ k3_status context_decode(k3_context *c, const int32_t *ids, int n, float *logits
     return K3_OK;
 }
 
+void k3_context_observe(k3_context *c, k3_activation_fn fn, void *user) {
+    c->state.observe = fn;
+    c->state.observe_user = user;
+}
+
 k3_status k3_decode(k3_context *c, const int32_t *ids, int n, float *logits, int n_logits, int32_t *argmax) {
     context_enter(c);
     const k3_status s = context_decode(c, ids, n, logits, n_logits, argmax);

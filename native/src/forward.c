@@ -10,10 +10,14 @@
  * With an owned trunk each layer is acquired from trunk.c before use and released after
  * (the next one is being read meanwhile), and embedding rows are read on demand; a model
  * that streams runs one forward pass at a time. A failed read ends the pass with its
- * status: the carried state is then partly advanced and must be discarded. */
+ * status: the carried state is then partly advanced and must be discarded.
+ *
+ * An observer (k3_context_observe) is shown each site's values as they are computed; it
+ * reads them and changes nothing. */
 #include "forward.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "dtype.h"
@@ -45,8 +49,34 @@ static long mixer_scratch(const model *m, int n, int capacity) {
 }
 
 long forward_scratch_floats(const model *m, int n, int capacity) {
-    /* P, h, x, a: (n, d) each; R: (n, max_blocks, d); scores: (max_blocks + 1). */
-    return (long)n * m->hidden * (4 + max_blocks(m)) + max_blocks(m) + 1 + mixer_scratch(m, n, capacity);
+    /* P, h, x, a: (n, d) each; R: (n, max_blocks, d); scores: (max_blocks + 1); the chosen
+     * experts for an observer: (n, top_k) ints. */
+    return (long)n * m->hidden * (4 + max_blocks(m)) + max_blocks(m) + 1 + (long)n * m->moe.top_k +
+           mixer_scratch(m, n, capacity);
+}
+
+/* Shows one site to the observer, if any. layer -1: a site outside the layers. */
+static void observe(const forward_state *st, const model_layer *ly, k3_site site, int layer, int start, int n,
+                    int width, const float *values, const int *experts) {
+    if (!st->observe)
+        return;
+    static const char *const suffix[] = {"", "input_layernorm", "self_attn", "post_attention_layernorm", "",
+                                         "block_sparse_moe.gate"};
+    char name[96];
+    if (site == K3_SITE_EMBED)
+        snprintf(name, sizeof name, "model.embed_tokens");
+    else if (site == K3_SITE_FINAL_NORM)
+        snprintf(name, sizeof name, "model.norm");
+    else if (site == K3_SITE_LOGITS)
+        snprintf(name, sizeof name, "lm_head");
+    else
+        snprintf(name, sizeof name, "model.layers.%d.%s", layer,
+                 site == K3_SITE_FFN_OUTPUT ? (ly->is_moe ? "block_sparse_moe" : "mlp") : suffix[site]);
+    const int attn_site = site == K3_SITE_ATTN_INPUT || site == K3_SITE_ATTN_OUTPUT;
+    const char *kind = !ly ? NULL : attn_site ? (ly->is_kda ? "kda" : "mla") : ly->is_moe ? "moe" : "mlp";
+    const k3_activation a = {site, layer, name, kind, start, n, width, values,
+                             site == K3_SITE_ROUTING ? (const int32_t *)experts : NULL};
+    st->observe(st->observe_user, &a);
 }
 
 /* out = mix of the candidates v[0..count) (each (d)) with the query vector w. */
@@ -117,9 +147,9 @@ static void token_mixer(const model *m, const model_layer *ly, forward_state *st
 }
 
 static k3_status channel_mixer(const model *m, const model_layer *ly, const float *x, int n, float *out,
-                               float *scratch, const kernels_impl *impl, threads *pool, k3_error *err) {
+                               int *selected, float *scratch, const kernels_impl *impl, threads *pool, k3_error *err) {
     if (ly->is_moe)
-        return moe_forward(&m->moe, &ly->moe, x, n, out, NULL, scratch, impl, pool, err);
+        return moe_forward(&m->moe, &ly->moe, x, n, out, selected, scratch, impl, pool, err);
     moe_mlp_forward(&ly->dense, m->hidden, m->dense_inter, m->moe.situ_beta, m->moe.situ_linear_beta, x, n, out,
                     scratch, impl, pool);
     return K3_OK;
@@ -133,7 +163,8 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
     float *h = r.P + nd, *x = h + nd, *a = x + nd;
     r.R = a + nd;
     r.score = r.R + nd * nb;
-    float *mix_scratch = r.score + nb + 1;
+    int *selected = (int *)(r.score + nb + 1); /* (n, top_k) for an observer */
+    float *mix_scratch = (float *)(selected + (long)n * m->moe.top_k);
 
     for (int t = 0; t < n; t++) {
         if (!m->trunk) {
@@ -144,6 +175,7 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
         if (s != K3_OK)
             return s;
     }
+    observe(st, NULL, K3_SITE_EMBED, -1, start, n, d, r.P, NULL);
 
     for (int l = 0; l < m->n_layers; l++) {
         const model_layer *ly = &m->layers[l];
@@ -162,9 +194,11 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
             mix_all(&r, ly->attn_res_query, h);
         if (block_start)
             bank(&r); /* the RAW block sum, not h; the new block's sum starts from nothing */
+        observe(st, &m->layers[l], K3_SITE_ATTN_INPUT, l, start, n, d, h, NULL);
         for (int t = 0; t < n; t++)
             ops_rmsnorm(h + (long)t * d, ly->input_norm, d, m->norm_eps, x + (long)t * d);
         token_mixer(m, ly, st, start, x, n, a, mix_scratch, impl, pool);
+        observe(st, &m->layers[l], K3_SITE_ATTN_OUTPUT, l, start, n, d, a, NULL);
         if (block_start)
             memcpy(r.P, a, sizeof(float) * nd);
         else
@@ -175,13 +209,17 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
             memcpy(h, r.P, sizeof(float) * nd);
         else
             mix_all(&r, ly->mlp_res_query, h);
+        observe(st, &m->layers[l], K3_SITE_FFN_INPUT, l, start, n, d, h, NULL);
         for (int t = 0; t < n; t++)
             ops_rmsnorm(h + (long)t * d, ly->post_norm, d, m->norm_eps, x + (long)t * d);
-        const k3_status s = channel_mixer(m, ly, x, n, a, mix_scratch, impl, pool, err);
+        const k3_status s = channel_mixer(m, ly, x, n, a, st->observe ? selected : NULL, mix_scratch, impl, pool, err);
         if (m->trunk)
             trunk_release(m->trunk, l);
         if (s != K3_OK)
             return s;
+        observe(st, &m->layers[l], K3_SITE_FFN_OUTPUT, l, start, n, d, a, NULL);
+        if (ly->is_moe)
+            observe(st, &m->layers[l], K3_SITE_ROUTING, l, start, n, m->moe.top_k, NULL, selected);
         for (long i = 0; i < nd; i++)
             r.P[i] += a[i];
     }
@@ -195,7 +233,9 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
         mix_all(&r, m->out_res_query, h);
     for (int t = first_out; t < n; t++)
         ops_rmsnorm(h + (long)t * d, m->final_norm, d, m->norm_eps, x + (long)(t - first_out) * d);
+    observe(st, NULL, K3_SITE_FINAL_NORM, -1, start + first_out, n_out, d, x, NULL);
     kernels_matmul(impl, &m->lm_head, x, d, n_out, logits, m->vocab, pool);
+    observe(st, NULL, K3_SITE_LOGITS, -1, start + first_out, n_out, m->vocab, logits, NULL);
     return K3_OK;
 }
 

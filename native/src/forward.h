@@ -8,11 +8,13 @@
 
 #include "model.h"
 
-/* What a sequence carries between calls. */
+/* What a sequence carries between calls, and who watches its passes. */
 typedef struct forward_state {
     float *kda;   /* (n_kda, kda_state_floats): recurrent state + conv history per KDA layer */
     float *mla;   /* (n_mla, capacity, mla_cache_row_floats): latent cache per MLA layer */
     int capacity; /* positions the MLA cache holds */
+    k3_activation_fn observe; /* NULL, or told every site of every pass (k3_context_observe) */
+    void *observe_user;
 } forward_state;
 
 long forward_kda_state_floats(const model *m);

@@ -65,8 +65,7 @@ static void release_config_json(char *out, size_t size) {
              full, kda);
 }
 
-/* A model holding only the release's dimensions, and its plan inputs. */
-static k3_status release_dims(model **out, k3_error *err) {
+k3_status presets_release_model(model **out, k3_error *err) {
     *out = NULL;
     model *m = calloc(1, sizeof *m);
     if (!m)
@@ -87,7 +86,7 @@ static k3_status release_dims(model **out, k3_error *err) {
 
 k3_status presets_release_plan(const k3_model_params *mp, const k3_context_params *cp, k3_plan *out, k3_error *err) {
     model *m;
-    k3_status s = release_dims(&m, err);
+    k3_status s = presets_release_model(&m, err);
     if (s == K3_OK) {
         s = plan_make(m, &m->inputs, mp, cp, 1, out, err);
         out->available = 0;
@@ -101,7 +100,7 @@ static pthread_once_t plans_once = PTHREAD_ONCE_INIT;
 
 static void compute_full_scale_plans(void) {
     model *m;
-    if (release_dims(&m, NULL) != K3_OK)
+    if (presets_release_model(&m, NULL) != K3_OK)
         return;
     for (int i = 0; i < N_PRESETS; i++) {
         k3_model_params p;
@@ -137,7 +136,7 @@ k3_status k3_preset_auto(const char *dir, const k3_context_params *cp, uint64_t 
                          k3_plan *plan_out, char *detail, size_t detail_size) {
     k3_error err = {K3_OK, ""};
     model *m = NULL;
-    k3_status s = dir ? model_survey(dir, NULL, &m, &err) : release_dims(&m, &err);
+    k3_status s = dir ? model_survey(dir, NULL, &m, &err) : presets_release_model(&m, &err);
     const uint64_t avail = mem_available ? mem_available : io_mem_available();
     k3_plan floor_plan;
     if (s == K3_OK && !avail)

@@ -12,4 +12,8 @@
  * (unknown). K3_ERR_BUDGET below a floor, as for a checkpoint. */
 k3_status presets_release_plan(const k3_model_params *mp, const k3_context_params *cp, k3_plan *out, k3_error *err);
 
+/* A model holding only the release's dimensions and plan inputs (no weights). */
+struct model;
+k3_status presets_release_model(struct model **out, k3_error *err);
+
 #endif

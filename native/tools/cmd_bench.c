@@ -4,7 +4,6 @@
  * each decoded token streamed, and the ratio of achieved to bandwidth-bound decode speed.
  * Options: cli_usage() in k3.c. */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 
 #include "commands.h"
 #include "k3.h"
+#include "membw.h"
 
 static double now_s(void) {
     struct timespec t;
@@ -25,69 +25,6 @@ static double now_s(void) {
  * bandwidth measured once, before decoding, compares decode with another moment's machine.
  * Each round pairs a triad with the decode that follows it; the median round is reported. */
 #define ROUNDS 8
-
-typedef struct {
-    float *a;
-    const float *b, *c;
-    size_t begin, end;
-} triad_part;
-
-static void *triad_run(void *arg) {
-    triad_part *p = arg;
-    for (size_t i = p->begin; i < p->end; i++)
-        p->a[i] = p->b[i] + 3.0f * p->c[i];
-    return NULL;
-}
-
-/* Three arrays far larger than any cache; bytes per pass = 3 arrays (two read, one
- * written), as STREAM counts them. */
-typedef struct {
-    float *a, *b, *c;
-    size_t n;
-} triad;
-
-static int triad_open(triad *t) {
-    t->n = (size_t)32 << 20; /* 32M floats = 128 MB per array */
-    t->a = malloc(t->n * sizeof *t->a);
-    t->b = malloc(t->n * sizeof *t->b);
-    t->c = malloc(t->n * sizeof *t->c);
-    if (!t->a || !t->b || !t->c)
-        return -1;
-    for (size_t i = 0; i < t->n; i++) {
-        t->a[i] = 0.0f;
-        t->b[i] = (float)(i & 1023);
-        t->c[i] = 1.0f;
-    }
-    return 0;
-}
-
-static void triad_close(triad *t) {
-    free(t->a);
-    free(t->b);
-    free(t->c);
-}
-
-/* Bytes per second, best of 3 passes a = b + s*c split across `threads` threads. */
-static double triad_bandwidth(const triad *tr, int threads) {
-    pthread_t tid[64];
-    triad_part part[64];
-    if (threads > 64)
-        threads = 64;
-    double best = 0.0;
-    for (int rep = 0; rep < 3; rep++) {
-        const double t0 = now_s();
-        for (int t = 0; t < threads; t++) {
-            part[t] = (triad_part){tr->a, tr->b, tr->c, tr->n * t / threads, tr->n * (t + 1) / threads};
-            pthread_create(&tid[t], NULL, triad_run, &part[t]);
-        }
-        for (int t = 0; t < threads; t++)
-            pthread_join(tid[t], NULL);
-        const double bw = 3.0 * tr->n * sizeof(float) / (now_s() - t0);
-        if (bw > best)
-            best = bw;
-    }
-    return best;
-}
 
 static int by_value(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -174,13 +111,13 @@ int bench_main(int argc, char **argv) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const double model_rss = ru.ru_maxrss * 1024.0; /* before the triad's arrays exist */
-    triad tr = {0};
-    if (s != K3_OK || triad_open(&tr)) {
+    membw tr = {0};
+    if (s != K3_OK || membw_open(&tr)) {
         if (s != K3_OK)
             fprintf(stderr, "k3 bench: prefill failed (%s): %s\n", k3_status_name(s), k3_context_error(ctx));
         else
             fprintf(stderr, "k3 bench: no memory for the triad's three 128 MB arrays\n");
-        triad_close(&tr);
+        membw_close(&tr);
         goto done;
     }
     /* From the prompt's greedy next token on, each step asks the engine for its argmax and
@@ -196,7 +133,7 @@ int bench_main(int argc, char **argv) {
     int done_tokens = 0;
     for (int r = 0; r < ROUNDS && s == K3_OK; r++) {
         const int stretch = gen * (r + 1) / ROUNDS - gen * r / ROUNDS;
-        bw[r] = triad_bandwidth(&tr, threads);
+        bw[r] = membw_triad(&tr, threads);
         const double t1 = now_s();
         for (int g = 0; g < stretch && s == K3_OK; g++, done_tokens++) {
             ids[prompt_len + done_tokens] = next;
@@ -207,7 +144,7 @@ int bench_main(int argc, char **argv) {
         tps[r] = stretch / dt;
     }
     k3_counters_get(&c1);
-    triad_close(&tr);
+    membw_close(&tr);
     if (s != K3_OK) {
         fprintf(stderr, "k3 bench: decoding failed (%s): %s\n", k3_status_name(s), k3_context_error(ctx));
         goto done;

@@ -14,6 +14,14 @@ int run_main(int argc, char **argv);
 /* `k3 bench MODEL_DIR ...`: memory bandwidth and decode speed side by side (cmd_bench.c). */
 int bench_main(int argc, char **argv);
 
+/* `k3 bench-scale MODEL_DIR ...`: per-layer time at full width against the memory and disk
+ * limits measured in the same run (cmd_scale.c). */
+int scale_main(int argc, char **argv);
+
+/* `k3 forecast [MODEL_DIR] ...`: seconds per token forecast per preset from a machine
+ * profile (cmd_forecast.c). */
+int forecast_main(int argc, char **argv);
+
 /* `k3 draft-replay ...`: the drafter against a known continuation (cmd_draft_replay.c). */
 int draft_replay_main(int argc, char **argv);
 

@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "k3.h"
+#include "run_dump.h"
 #include "run_memory.h"
 
 typedef struct run_options {
@@ -24,6 +25,7 @@ typedef struct run_options {
     int tf_check;
     int heal;
     const char *dump_logits;
+    const char *dump_activations;
     const char *out;
     const char *save_state, *load_state;
     const char *context_ids, *context_file;
@@ -111,6 +113,7 @@ static int parse_options(int argc, char **argv, run_options *o) {
                                 : !strcmp(a, "--prompt-file")   ? &o->prompt_file
                                 : !strcmp(a, "--tok")           ? &o->tok_dir
                                 : !strcmp(a, "--dump-logits")   ? &o->dump_logits
+                                : !strcmp(a, "--dump-activations") ? &o->dump_activations
                                 : !strcmp(a, "--out")           ? &o->out
                                 : !strcmp(a, "--save-state")    ? &o->save_state
                                 : !strcmp(a, "--load-state")    ? &o->load_state
@@ -338,6 +341,7 @@ int run_main(int argc, char **argv) {
     char detail[2048];
     k3_model *model = NULL;
     k3_context *ctx = NULL;
+    run_dump *dump = NULL;
     float *logits = NULL;
     int32_t *seq = NULL, *pred = NULL;
     k3_context_params planned; /* the plan is printed, and refused, before anything is allocated */
@@ -376,6 +380,8 @@ int run_main(int argc, char **argv) {
         fail("creating the context", s, detail);
         goto done;
     }
+    if (o.dump_activations && !(dump = run_dump_start(o.dump_activations, ctx)))
+        goto done;
     seq = malloc(sizeof *seq * (size_t)cp.max_context);
     logits = malloc(sizeof *logits * (size_t)vocab * (o.tf_check ? (size_t)n_prompt : 1));
     pred = malloc(sizeof *pred * (size_t)(n_prompt + o.gen + 1));
@@ -400,6 +406,9 @@ int run_main(int argc, char **argv) {
         printf("]\n");
         if (o.dump_logits && write_floats(o.dump_logits, logits, (long)vocab * n_prompt))
             goto done;
+        if (dump && run_dump_finish(dump, ctx, prompt, n_prompt))
+            goto done_dumped;
+        dump = NULL;
         rc = 0;
         goto done;
     }
@@ -497,8 +506,15 @@ int run_main(int argc, char **argv) {
            o.spec ? "speculative" : o.incremental ? "incremental" : "full recompute", rss / 1e6);
     if (o.out && write_json(o.out, seq + n_base, n_prompt, n - n_base, spt, rss, &o.memory))
         goto done;
+    if (dump && run_dump_finish(dump, ctx, seq, n))
+        goto done_dumped;
+    dump = NULL;
     rc = 0;
+    goto done;
+done_dumped:
+    dump = NULL; /* freed by run_dump_finish */
 done:
+    run_dump_abandon(dump, ctx);
     k3_tokenizer_close(tok);
     free(prompt);
     free(material);

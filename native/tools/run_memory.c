@@ -25,28 +25,50 @@ static const char *human(double bytes, char *buf, size_t size) {
 }
 
 void run_memory_list_presets(FILE *f, const char *model_dir) {
-    char a[32], b[32], c[32], d[32];
+    char a[32], b[32], c[32], d[32], profile[4096], detail[1024];
+    const int have_path = k3_forecast_profile_path(profile, sizeof profile) == K3_OK;
     fprintf(f, "memory presets for the full-scale release (budgets passed to the engine; peak RSS measured by the\n"
-               "seed driver with the same budgets; plan = this engine's forecast, 4096-token context):\n");
-    fprintf(f, "  %-12s %10s %12s %14s %12s  %s\n", "preset", "trunk", "expert cache", "peak RSS (seed)", "plan", "");
+               "seed driver with the same budgets; plan = this engine's forecast, 4096-token context; s/token =\n"
+               "forecast for this machine from its measured profile):\n");
+    fprintf(f, "  %-12s %10s %12s %14s %12s %9s  %s\n", "preset", "trunk", "expert cache", "peak RSS (seed)", "plan",
+            "s/token", "");
+    const char *why = NULL;
     for (int i = 0; i < k3_preset_count(); i++) {
         const k3_preset *p = k3_preset_at(i);
-        fprintf(f, "  %-12s %10s %12s %14s %12s  %s\n", p->name, human((double)p->trunk_bytes, a, sizeof a),
+        k3_model_params mp;
+        k3_model_params_default(&mp);
+        mp.trunk_bytes = p->trunk_bytes;
+        mp.expert_cache_bytes = p->expert_cache_bytes;
+        k3_forecast fc;
+        char spt[32] = "-";
+        if (have_path && !why) {
+            if (k3_forecast_make(profile, NULL, &mp, 1, &fc, detail, sizeof detail) == K3_OK)
+                snprintf(spt, sizeof spt, "%.2f", fc.seconds);
+            else
+                why = detail;
+        }
+        fprintf(f, "  %-12s %10s %12s %14s %12s %9s  %s\n", p->name, human((double)p->trunk_bytes, a, sizeof a),
                 human((double)p->expert_cache_bytes, b, sizeof b), human((double)p->full_scale_peak_rss, c, sizeof c),
-                human((double)p->full_scale_plan, d, sizeof d), p->note);
+                human((double)p->full_scale_plan, d, sizeof d), spt, p->note);
     }
     k3_model_params mp;
     k3_plan plan;
-    char detail[1024];
-    const k3_status s = k3_preset_auto(model_dir, NULL, 0, &mp, &plan, detail, sizeof detail);
+    char adetail[1024];
+    const k3_status s = k3_preset_auto(model_dir, NULL, 0, &mp, &plan, adetail, sizeof adetail);
     if (s == K3_OK)
-        fprintf(f, "  %-12s %10s %12s %14s %12s  sized from this machine's MemAvailable (%s) for %s\n", "auto",
+        fprintf(f, "  %-12s %10s %12s %14s %12s %9s  sized from this machine's MemAvailable (%s) for %s\n", "auto",
                 human((double)mp.trunk_bytes, a, sizeof a), human((double)mp.expert_cache_bytes, b, sizeof b), "-",
-                human((double)plan.total, c, sizeof c), human((double)plan.available, d, sizeof d),
+                human((double)plan.total, c, sizeof c), "", human((double)plan.available, d, sizeof d),
                 model_dir ? model_dir : "the release");
     else
         fprintf(f, "  %-12s refused on this machine for %s: %s\n", "auto", model_dir ? model_dir : "the release",
-                detail);
+                adetail);
+    if (!have_path)
+        fprintf(f, "s/token: no machine profile (set HOME or K3_MACHINE_PROFILE)\n");
+    else if (why)
+        fprintf(f, "s/token: %s\n", why);
+    else
+        fprintf(f, "s/token: from %s; `k3 forecast` shows what each is made of\n", profile);
     fprintf(f, "Trunk first: every streamed trunk byte is read on every forward pass, only the chosen experts are.\n"
                "Any preset gives bit-identical output; --trunk-gb / --cache-gb after --preset override it.\n");
 }
@@ -125,12 +147,10 @@ int run_memory_option(run_memory *rm, int argc, char **argv, int *i, const char 
     return 1;
 }
 
-/* posix_fadvise(DONTNEED) on every shard: a cold page cache for benchmarks. Clean pages
- * no process maps are dropped; others stay. */
-static void drop_page_cache(const char *dir) {
+int run_memory_drop_page_cache(const char *dir) {
     DIR *d = opendir(dir);
     if (!d)
-        return;
+        return 0;
     struct dirent *e;
     char path[4096];
     int n = 0;
@@ -148,7 +168,7 @@ static void drop_page_cache(const char *dir) {
         close(fd);
     }
     closedir(d);
-    fprintf(stderr, "k3: dropped %d shards from the page cache (posix_fadvise DONTNEED)\n", n);
+    return n;
 }
 
 static void print_plan(const k3_plan *p) {
@@ -181,7 +201,7 @@ static void print_plan(const k3_plan *p) {
             p->available ? human((double)p->available, b, sizeof b) : "an unknown amount");
 }
 
-int run_memory_prepare(run_memory *rm, const char *model_dir, const k3_context_params *cp) {
+int run_memory_resolve(run_memory *rm, const char *model_dir, const k3_context_params *cp) {
     char detail[2048];
     k3_model_params_default(&rm->params);
     for (int i = 0; i < rm->n_steps; i++) {
@@ -214,8 +234,17 @@ int run_memory_prepare(run_memory *rm, const char *model_dir, const k3_context_p
     }
     rm->params.io_threads = rm->io_threads;
     rm->params.fault_expert_read = rm->fault_expert_read;
+    return 0;
+}
+
+int run_memory_prepare(run_memory *rm, const char *model_dir, const k3_context_params *cp) {
+    char detail[2048];
+    const int rc = run_memory_resolve(rm, model_dir, cp);
+    if (rc)
+        return rc;
     if (rm->cold)
-        drop_page_cache(model_dir);
+        fprintf(stderr, "k3: dropped %d shards from the page cache (posix_fadvise DONTNEED)\n",
+                run_memory_drop_page_cache(model_dir));
     const k3_status s = k3_plan_model(model_dir, &rm->params, cp, &rm->plan, detail, sizeof detail);
     if (s != K3_OK) {
         fprintf(stderr, "k3: %s (%s): %s\n", s == K3_ERR_BUDGET ? "refusing to start" : "planning the model failed",

@@ -38,8 +38,16 @@ void run_memory_init(run_memory *rm);
  * table and returns 2 (exit 0). */
 int run_memory_option(run_memory *rm, int argc, char **argv, int *i, const char *model_dir);
 
+/* posix_fadvise(DONTNEED) on every shard of dir, for cold-cache benchmarks: clean pages no
+ * process maps are dropped; others stay. Returns how many shards it reached. */
+int run_memory_drop_page_cache(const char *dir);
+
 /* Prints the preset table (with "auto" sized for model_dir, or the release when NULL). */
 void run_memory_list_presets(FILE *f, const char *model_dir);
+
+/* Resolves the budget flags in order into rm->params ("auto" sized for model_dir, or the
+ * release when NULL, and a context as cp). Returns 0, or the exit status after saying why. */
+int run_memory_resolve(run_memory *rm, const char *model_dir, const k3_context_params *cp);
 
 /* Before the model opens: resolves the budget flags in order, drops the page cache if
  * asked, prints the plan for a context as cp and refuses what does not fit. Returns 0 to

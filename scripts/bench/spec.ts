@@ -12,6 +12,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ensureFixture } from '../../test/support/fixtures';
 import { k3Cli, repoRoot } from '../../test/support/paths';
+import { codeEdits, parseReplay, writeCodeEdit } from './lib/code-edits';
 
 const GEN = 48;
 const SPEC = 8;
@@ -41,18 +42,6 @@ function spec(out: string) {
   return { drafted: Number(m[2]), accepted: Number(m[3]), tokensPerPass: Number(m[4]) };
 }
 
-function replay(out: string) {
-  const m = /(\d+) drafted, (\d+) accepted \(([\d.]+)%\), ([\d.]+) tokens per pass/.exec(out);
-  if (!m) throw new Error(`no replay line in:\n${out}`);
-  return { drafted: Number(m[1]), accepted: Number(m[2]), tokensPerPass: Number(m[4]) };
-}
-
-/** The project's own TypeScript as the code being edited: real code, no licence questions,
- * and never seen by k3-mini (the project's code is not in its training corpus). */
-const sources = ['completion/service.ts', 'chat/service.ts', 'engine/runner.ts', 'state/store.ts', 'scheduler.ts'].map((f) =>
-  path.join(repoRoot, 'server', f),
-);
-
 interface Row {
   model: string;
   workload: string;
@@ -68,26 +57,16 @@ interface Row {
   replay_tokens_per_pass: number;
 }
 const rows: Row[] = [];
-for (const [name, model] of Object.entries(MODELS)) for (const [i, file] of sources.entries()) {
-  const text = fs.readFileSync(file, 'utf8');
-  // Cut at the first line start past 40% of the file; the next 600 characters are the
-  // real continuation; the material is what follows it plus the two next files.
-  const cut = text.indexOf('\n', Math.floor(text.length * 0.4)) + 1;
-  const prefix = text.slice(Math.max(0, cut - 2400), cut);
-  const truth = text.slice(cut, cut + 600);
-  const neighbours = [1, 2].map((k) => fs.readFileSync(sources[(i + k) % sources.length], 'utf8').slice(0, 4000));
-  const material = [text.slice(cut + 600), ...neighbours].join('\n');
-  const workload = path.relative(path.join(repoRoot, 'server'), file);
+for (const [name, model] of Object.entries(MODELS)) for (const edit of codeEdits()) {
+  const workload = edit.workload;
   const base = path.join(work, `${name}-${workload.replace(/\//g, '-')}`);
-  fs.writeFileSync(`${base}.prefix`, prefix);
-  fs.writeFileSync(`${base}.truth`, truth);
-  fs.writeFileSync(`${base}.material`, material);
+  writeCodeEdit(edit, base);
   const serial = best([model, '--prompt-file', `${base}.prefix`, '--gen', String(GEN), '--incremental']);
   // Paced (the default: drafts only as long as measured costs say they pay) and
   // --spec-always (every proposal verified: what the drafter itself achieves).
   const fast = best([model, '--prompt-file', `${base}.prefix`, '--gen', String(GEN), '--spec', String(SPEC), '--context-file', `${base}.material`]);
   const always = best([model, '--prompt-file', `${base}.prefix`, '--gen', String(GEN), '--spec', String(SPEC), '--context-file', `${base}.material`, '--spec-always']);
-  const upper = replay(k3(['draft-replay', '--tok', model, '--prefix-file', `${base}.prefix`, '--truth-file', `${base}.truth`, '--context-file', `${base}.material`, '--spec', String(SPEC)]));
+  const upper = parseReplay(k3(['draft-replay', '--tok', model, '--prefix-file', `${base}.prefix`, '--truth-file', `${base}.truth`, '--context-file', `${base}.material`, '--spec', String(SPEC)]));
   const s = spec(always);
   rows.push({
     model: name,

@@ -84,6 +84,9 @@ export interface NativePreset {
   fullScalePeakRss: number;
   fullScalePlan: number;
   note: string;
+  /** Forecast seconds per token of the full release with these budgets on this machine,
+   * from its measured profile (`npm run bench -- scale`); absent when none exists. */
+  forecastSecondsPerToken?: number;
 }
 
 export interface NativeGenerateOptions {

@@ -200,7 +200,8 @@ test('a failed expert read fails the run with expert-read, naming expert, file a
 
 test('--list-presets shows every preset with its budgets, full-scale peak RSS and plan, and what auto picks', () => {
   for (const argv of [['--list-presets'], [ensureFixture({ gate: 'lowerbound' }), '--list-presets']]) {
-    const r = spawnSync(k3Binaries.plain, argv, { encoding: 'utf8', env: { ...process.env, K3_MEM_AVAILABLE: '64e9' } });
+    const env = { ...process.env, K3_MEM_AVAILABLE: '64e9', K3_MACHINE_PROFILE: '/nonexistent/machine-profile.json' };
+    const r = spawnSync(k3Binaries.plain, argv, { encoding: 'utf8', env });
     assert.equal(r.status, 0, r.stderr);
     for (const [name, trunk, cache, rss] of [
       ['laptop', '3.00 GB', '1.00 GB', '8.20 GB'],
@@ -209,8 +210,9 @@ test('--list-presets shows every preset with its budgets, full-scale peak RSS an
       ['server', '110.00 GB', '13.00 GB', '128.00 GB'],
       ['max', '110.00 GB', '109.00 GB', '224.00 GB'],
     ]) {
-      assert.match(r.stdout, new RegExp(`\\n  ${name} +${trunk} +${cache} +${rss} +[\\d.]+ GB  \\S`), name);
+      assert.match(r.stdout, new RegExp(`\\n  ${name} +${trunk} +${cache} +${rss} +[\\d.]+ GB +-  \\S`), name);
     }
-    assert.match(r.stdout, /\n  auto +[\d.]+ [MG]B +[\d.]+ [MG]B +- +[\d.]+ [MG]B  sized from this machine's MemAvailable \(64\.00 GB\)/);
+    assert.match(r.stdout, /\n  auto +[\d.]+ [MG]B +[\d.]+ [MG]B +- +[\d.]+ [MG]B +sized from this machine's MemAvailable \(64\.00 GB\)/);
+    assert.match(r.stdout, /s\/token: machine profile \/nonexistent\/machine-profile\.json cannot be read: run `npm run bench -- scale`/);
   }
 });

@@ -72,7 +72,9 @@ for (const gate of ['lowerbound', 'softplus'] as GateForm[]) {
     const { ref, model } = fixture();
     const ctx = new engine.Context(model, { maxContext: 64 });
     const prompt = PROMPTS[1];
-    for (const mistake of MISTAKES) {
+    // A dropped router renormalisation hides where the router's scores sit near 0.5, as
+    // here; test/engine/activations.test.ts holds it on the fixture with scores far from it.
+    for (const mistake of MISTAKES.filter((m) => m !== 'router-not-renormalised')) {
       let expected: Float64Array[];
       try {
         expected = forwardAll(ref as ReferenceModel, prompt, { mistake });

@@ -101,3 +101,16 @@ test('the preset picker lists every preset, marks the recommended and current on
   assert.match(items[2].detail, /does not fit in the 16 GiB available/);
   assert.match(presetItems([{ id: 'max' }], 'auto', GiB)[0].detail, /not reported by the server/);
 });
+
+test('the preset picker shows the engine\'s forecast of seconds per token where the machine was measured', () => {
+  const GiB = 2 ** 30;
+  const facts = new Map([
+    ['laptop', { trunkBytes: 3 * GiB, expertCacheBytes: GiB, peakBytes: 8 * GiB, secondsPerToken: 412.3 }],
+    ['server', { trunkBytes: 100 * GiB, expertCacheBytes: 12 * GiB, peakBytes: 120 * GiB, secondsPerToken: 7.456 }],
+    ['desktop', { trunkBytes: 15 * GiB, expertCacheBytes: 9 * GiB, peakBytes: 30 * GiB }],
+  ]);
+  const items = presetItems([{ id: 'laptop' }, { id: 'server' }, { id: 'desktop' }], 'auto', 16 * GiB, facts);
+  assert.equal(items[0].description, 'peak 8.0 GiB · ~6.9 min/token here');
+  assert.equal(items[1].description, 'peak 120 GiB · ~7.46 s/token here');
+  assert.equal(items[2].description, 'peak 30 GiB', 'no forecast without a measured profile');
+});

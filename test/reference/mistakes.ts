@@ -18,6 +18,7 @@ export const MISTAKES = [
   'kda-state-transposed',
   'kda-beta-outside-sigmoid',
   'situ-sigmoid-of-capped-gate',
+  'router-not-renormalised',
   'zero-based-layer-lists',
 ] as const;
 
@@ -39,10 +40,20 @@ export const MISTAKE_DESCRIPTIONS: Record<Mistake, string> = {
   'kda-state-transposed': 'the KDA state is held as [value][key], so the per-key-channel decay lands on value channels',
   'kda-beta-outside-sigmoid': 'KDA beta is the raw b_proj logit, with no sigmoid',
   'situ-sigmoid-of-capped-gate': 'SiTU takes the sigmoid of the capped gate b1*tanh(g/b1) instead of the uncapped g',
+  'router-not-renormalised': 'the top-k routing weights are the plain sigmoid scores, not divided by their sum (moe_renormalize ignored)',
   'zero-based-layer-lists': 'kda_layers/full_attn_layers read as 0-based: layer i is KDA iff i is listed, otherwise MLA',
 };
 
 export interface ReferenceOptions {
   /** Compute what a port making this mistake would (the default is the correct model). */
   mistake?: Mistake;
+  /**
+   * Shown every site's values, named as the engine's --dump-activations names them
+   * (model.embed_tokens, model.layers.L.input_layernorm input, .self_attn output,
+   * .post_attention_layernorm input, .mlp / .block_sparse_moe output, model.norm output):
+   * one row per position. At model.layers.L.block_sparse_moe.gate the rows are the chosen
+   * experts (ascending) and `gaps` the margin between the k-th and the next biased score,
+   * so a caller can tell a real routing difference from a near-tie.
+   */
+  trace?: (name: string, rows: readonly ArrayLike<number>[], gaps?: readonly number[]) => void;
 }

@@ -12,7 +12,7 @@ import { kdaForward, type KdaWeights } from './kda';
 import { matrix, matvec, rmsNorm, type Matrix } from './math';
 import { mlaForward, type MlaWeights } from './mla';
 import type { Mistake, ReferenceOptions } from './mistakes';
-import { gluMlp, latentMoe, type GluWeights, type MoeShape, type MoeWeights } from './moe';
+import { gluMlp, latentMoe, type GluWeights, type MoeShape, type MoeWeights, type Routing } from './moe';
 import { Checkpoint } from './safetensors';
 import { expectedTensors, layerPrefix, PREFIX } from './tensors';
 
@@ -196,8 +196,11 @@ export function finalHidden(model: ReferenceModel, ids: readonly number[], optio
   const kdaShape = { numHeads: c.kda.numHeads, headDim: c.kda.headDim, gateLowerBound: c.kda.gateLowerBound, eps: c.rmsNormEps };
   const mlaShape = { numHeads: c.mlaHeads, qkNope: c.qkNopeHeadDim, qkRope: c.qkRopeHeadDim, vHead: c.vHeadDim, rmsNormEps: c.rmsNormEps };
 
+  const trace = options.trace;
+  const embeds = ids.map((id) => model.embedRow(id));
+  trace?.('model.embed_tokens', embeds);
   const out = runAttnResStack(
-    ids.map((id) => model.embedRow(id)),
+    embeds,
     {
       numLayers: c.numLayers,
       blockSize: c.attnResBlockSize,
@@ -207,23 +210,34 @@ export function finalHidden(model: ReferenceModel, ids: readonly number[], optio
       outWeight: model.outResWeight,
       mixer: (l, h) => {
         const layer = model.layers[l];
+        trace?.(`model.layers.${l}.input_layernorm`, h);
         const xs = h.map((v) => rmsNorm(v, layer.inputNorm, c.rmsNormEps));
-        return layer.mixer.kind === 'kda'
-          ? kdaForward(layer.mixer.w, kdaShape, xs, mistake)
-          : mlaForward(layer.mixer.w, mlaShape, xs, mistake);
+        const a =
+          layer.mixer.kind === 'kda' ? kdaForward(layer.mixer.w, kdaShape, xs, mistake) : mlaForward(layer.mixer.w, mlaShape, xs, mistake);
+        trace?.(`model.layers.${l}.self_attn`, a);
+        return a;
       },
       ffn: (l, h) => {
         const layer = model.layers[l];
         const ffn = layer.ffn;
-        return h.map((v) => {
+        trace?.(`model.layers.${l}.post_attention_layernorm`, h);
+        const routes: Routing[] = [];
+        const f = h.map((v) => {
           const x = rmsNorm(v, layer.postAttentionNorm, c.rmsNormEps);
-          return ffn.kind === 'dense' ? gluMlp(ffn.w, x, moeShape, mistake) : latentMoe(ffn.w, x, moeShape, mistake);
+          return ffn.kind === 'dense' ? gluMlp(ffn.w, x, moeShape, mistake) : latentMoe(ffn.w, x, moeShape, mistake, (r) => routes.push(r));
         });
+        trace?.(`model.layers.${l}.${ffn.kind === 'dense' ? 'mlp' : 'block_sparse_moe'}`, f);
+        if (ffn.kind === 'moe') {
+          trace?.(`model.layers.${l}.block_sparse_moe.gate`, routes.map((r) => [...r.experts].sort((a, b) => a - b)), routes.map((r) => r.gap));
+        }
+        return f;
       },
     },
     mistake,
   );
-  return out.map((h) => rmsNorm(h, model.finalNorm, c.rmsNormEps));
+  const normed = out.map((h) => rmsNorm(h, model.finalNorm, c.rmsNormEps));
+  trace?.('model.norm', normed);
+  return normed;
 }
 
 /** Logits of every position: logits[t] predicts the token after ids[t]. */

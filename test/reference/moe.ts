@@ -36,6 +36,8 @@ export interface MoeShape {
 export interface Routing {
   experts: number[];
   weights: number[];
+  /** The k-th biased score minus the next one: how far the choice is from a tie. */
+  gap: number;
 }
 
 /**
@@ -57,11 +59,12 @@ export function route(
   const experts = order.slice(0, k);
   const used = mistake === 'router-bias-in-weights' ? biased : score;
   let weights = experts.map((e) => used[e]);
-  if (renormalize && k > 1) {
+  if (renormalize && k > 1 && mistake !== 'router-not-renormalised') {
     const sum = weights.reduce((a, b) => a + b, 0) + 1e-20;
     weights = weights.map((w) => w / sum);
   }
-  return { experts, weights: weights.map((w) => w * scaling) };
+  const gap = k < order.length ? biased[order[k - 1]] - biased[order[k]] : Infinity;
+  return { experts, weights: weights.map((w) => w * scaling), gap };
 }
 
 function situGate(g: number, u: number, s: MoeShape, mistake?: Mistake): number {
@@ -81,8 +84,9 @@ export function gluMlp(w: GluWeights, x: Float64Array, s: MoeShape, mistake?: Mi
 }
 
 /** The latent MoE of one position; `x` is the post_attention_layernorm output. */
-export function latentMoe(w: MoeWeights, x: Float64Array, s: MoeShape, mistake?: Mistake): Float64Array {
+export function latentMoe(w: MoeWeights, x: Float64Array, s: MoeShape, mistake?: Mistake, onRoute?: (r: Routing) => void): Float64Array {
   const r = route(matvec(w.router, x), w.bias, s.topK, s.renormalize, s.routedScalingFactor, mistake);
+  onRoute?.(r);
   let z = matvec(w.latentDown, x);
   if (mistake === 'latent-norm-before-experts' && w.latentNorm) z = rmsNorm(z, w.latentNorm, s.rmsNormEps);
 

@@ -8,9 +8,9 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { DEFAULT_SEED, GENERATOR_VERSION, generateCheckpoint, validateOptions } from '../fixture/checkpoint';
 import { repoRoot, TOKENIZER_FILES, tokenizerDir } from '../fixture/paths';
-import type { FixtureSize, GateForm } from '../fixture/sizes';
+import type { FixtureSize, GateForm, RouterForm } from '../fixture/sizes';
 
-export type { FixtureSize, GateForm } from '../fixture/sizes';
+export type { FixtureSize, GateForm, RouterForm } from '../fixture/sizes';
 
 export interface FixtureRequest {
   /** Default 'tiny'. */
@@ -19,13 +19,15 @@ export interface FixtureRequest {
   gate?: GateForm;
   /** Default 1. */
   seed?: number;
+  /** Default 'soft'; 'sharp' puts the router's scores far from 0.5. */
+  router?: RouterForm;
 }
 
 const STAMP = '.ensure-stamp.json';
 
-/** The directory name a request maps to, e.g. `tiny-lowerbound-s1`. */
+/** The directory name a request maps to, e.g. `tiny-lowerbound-s1`, `tiny-lowerbound-sharp-s1`. */
 export function fixtureName(r: FixtureRequest = {}): string {
-  return `${r.size ?? 'tiny'}-${r.gate ?? 'lowerbound'}-s${r.seed ?? DEFAULT_SEED}`;
+  return `${r.size ?? 'tiny'}-${r.gate ?? 'lowerbound'}${r.router === 'sharp' ? '-sharp' : ''}-s${r.seed ?? DEFAULT_SEED}`;
 }
 
 /** Changes whenever the generator's code or the copied tokenizer files change. */
@@ -49,7 +51,7 @@ function readStamp(dir: string): string | null {
 
 /** The directory of a generated checkpoint for `r`, generating it first if needed. */
 export function ensureFixture(r: FixtureRequest = {}): string {
-  const options = validateOptions({ size: r.size ?? 'tiny', gate: r.gate ?? 'lowerbound', seed: r.seed ?? DEFAULT_SEED });
+  const options = validateOptions({ size: r.size ?? 'tiny', gate: r.gate ?? 'lowerbound', seed: r.seed ?? DEFAULT_SEED, router: r.router });
   const root = path.join(repoRoot(), '.fixtures');
   const dir = path.join(root, fixtureName(options));
   const stamp = JSON.stringify({ ...options, version: GENERATOR_VERSION, source: sourceHash() });

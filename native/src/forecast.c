@@ -1,0 +1,218 @@
+/* forecast.c - the machine profile and the per-token forecast (see forecast.h), and the
+ * k3_forecast calls of k3.h. */
+#include "forecast.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "json.h"
+#include "plan.h"
+#include "presets.h"
+
+/* A positive finite number at key of obj, or an error naming it. */
+static k3_status positive(const json_value *obj, const char *key, const char *where, const char *path, double *out,
+                          k3_error *err) {
+    double v;
+    if (!json_number(json_get(obj, key), &v) || !(v > 0.0) || !isfinite(v))
+        return error_set(err, K3_ERR_FORMAT, "%s: %s%s must be a positive number, found %s", path, where, key,
+                         json_type_name(json_type(json_get(obj, key))));
+    *out = v;
+    return K3_OK;
+}
+
+static k3_status read_kind(const json_value *kinds, const char *name, const char *path, forecast_kind *k,
+                           k3_error *err) {
+    const json_value *v = json_get(kinds, name);
+    char where[64];
+    snprintf(where, sizeof where, "kinds.%s.", name);
+    if (json_type(v) != JSON_OBJECT)
+        return error_set(err, K3_ERR_FORMAT, "%s: kinds.%s is %s, expected an object", path, name,
+                         json_type_name(json_type(v)));
+    k3_status s;
+    if ((s = positive(v, "seconds", where, path, &k->seconds, err)) ||
+        (s = positive(v, "bytes", where, path, &k->bytes, err)))
+        return s;
+    if (!json_number(json_get(v, "ffn_seconds"), &k->ffn_seconds) || !(k->ffn_seconds >= 0.0) ||
+        k->ffn_seconds > k->seconds)
+        return error_set(err, K3_ERR_FORMAT, "%s: kinds.%s.ffn_seconds must be a number from 0 to its seconds (%g)",
+                         path, name, k->seconds);
+    return K3_OK;
+}
+
+k3_status forecast_profile_load(const char *path, forecast_profile *out, k3_error *err) {
+    memset(out, 0, sizeof *out);
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return error_set(err, K3_ERR_IO, "machine profile %s cannot be read: run `npm run bench -- scale` (or `k3 "
+                                         "bench-scale`) to measure this machine", path);
+    if (st.st_size > FORECAST_PROFILE_MAX_BYTES)
+        return error_set(err, K3_ERR_FORMAT, "%s: %lld bytes, more than a machine profile's %d", path,
+                         (long long)st.st_size, FORECAST_PROFILE_MAX_BYTES);
+    json_doc *doc = NULL;
+    k3_status s = json_parse_file(path, &doc, err);
+    if (s != K3_OK)
+        return s;
+    const json_value *r = json_root(doc);
+    int64_t version = 0, n_threads = 0, io_threads = 0;
+    if (!json_string_is(json_get(r, "format"), "k3-machine-profile") || !json_int(json_get(r, "version"), 1, 1, &version))
+        s = error_set(err, K3_ERR_FORMAT, "%s is not a k3 machine profile of version 1 (format, version)", path);
+    else if (!json_int(json_get(r, "threads"), 1, 1024, &n_threads) ||
+             !json_int(json_get(r, "io_threads"), 1, 64, &io_threads))
+        s = error_set(err, K3_ERR_FORMAT, "%s: threads must be 1..1024 and io_threads 1..64", path);
+    if (s == K3_OK) {
+        out->threads = (int)n_threads;
+        out->io_threads = (int)io_threads;
+        const char *src = json_string(json_get(r, "source"), NULL);
+        snprintf(out->source, sizeof out->source, "%s", src ? src : "");
+        const json_value *kinds = json_get(r, "kinds");
+        if ((s = positive(r, "memory_bandwidth", "", path, &out->memory_bandwidth, err)) ||
+            (s = positive(r, "disk_sequential", "", path, &out->disk_sequential, err)) ||
+            (s = positive(r, "disk_expert", "", path, &out->disk_expert, err)) ||
+            (s = read_kind(kinds, "dense", path, &out->dense, err)) ||
+            (s = read_kind(kinds, "kda_moe", path, &out->kda_moe, err)) ||
+            (s = read_kind(kinds, "mla_moe", path, &out->mla_moe, err)) ||
+            (s = read_kind(kinds, "lm_head", path, &out->lm_head, err))) {
+        }
+    }
+    const json_value *verify = json_get(r, "verify");
+    const size_t nv = json_len(verify);
+    if (s == K3_OK && (json_type(verify) != JSON_ARRAY || nv < 1 || nv > FORECAST_MAX_VERIFY))
+        s = error_set(err, K3_ERR_FORMAT, "%s: verify must be an array of 1 to %d entries", path, FORECAST_MAX_VERIFY);
+    for (size_t i = 0; s == K3_OK && i < nv; i++) {
+        const json_value *e = json_at(verify, i);
+        int64_t n;
+        double g;
+        if (!json_int(json_get(e, "positions"), 1, 1024, &n) || !json_number(json_get(e, "factor"), &g) ||
+            !(g >= 1.0 && g < 1e4) || (i == 0 ? n != 1 : n <= out->verify_positions[i - 1]))
+            s = error_set(err, K3_ERR_FORMAT,
+                          "%s: verify[%zu] must be {positions, factor} with positions ascending from 1 and a factor "
+                          "of at least 1",
+                          path, i);
+        out->verify_positions[i] = (int)n;
+        out->verify_factor[i] = g;
+    }
+    out->n_verify = (int)nv;
+    json_free(doc);
+    return s;
+}
+
+/* g(n): the profile's factor, linear between measured counts, and beyond the last along
+ * the last measured step's slope. */
+static double verify_factor(const forecast_profile *p, int n) {
+    const int k = p->n_verify;
+    if (n <= 1 || k == 1)
+        return n <= 1 ? 1.0 : p->verify_factor[0];
+    for (int i = 1; i < k; i++)
+        if (n <= p->verify_positions[i]) {
+            const double t = (double)(n - p->verify_positions[i - 1]) /
+                             (double)(p->verify_positions[i] - p->verify_positions[i - 1]);
+            return p->verify_factor[i - 1] + t * (p->verify_factor[i] - p->verify_factor[i - 1]);
+        }
+    const double slope = (p->verify_factor[k - 1] - p->verify_factor[k - 2]) /
+                         (double)(p->verify_positions[k - 1] - p->verify_positions[k - 2]);
+    return p->verify_factor[k - 1] + slope * (double)(n - p->verify_positions[k - 1]);
+}
+
+k3_status forecast_make(const forecast_profile *p, const model *m, const k3_model_params *mp, const k3_plan *plan,
+                        int positions, k3_forecast *out, k3_error *err) {
+    memset(out, 0, sizeof *out);
+    if (positions < 1 || positions > 1024)
+        return error_set(err, K3_ERR_INVALID_ARGUMENT, "forecast: %d positions (1..1024)", positions);
+    if (plan->trunk_mapped || plan->experts_mapped)
+        return error_set(err, K3_ERR_INVALID_ARGUMENT,
+                         "forecast: the %s mapped, so the page cache decides what stays in memory; a forecast needs "
+                         "owned budgets (a preset, or --trunk-gb and --cache-gb)",
+                         plan->trunk_mapped ? "trunk is" : "experts are");
+    const plan_inputs *in = &m->inputs;
+    const k3_config *c = &m->config;
+    trunk_layout tl;
+    k3_status s = plan_trunk_layout(in, (uint64_t)mp->trunk_bytes, &tl, err);
+    if (s != K3_OK)
+        return s;
+    const double g = verify_factor(p, positions);
+    const double E = (double)c->num_experts, k = (double)c->num_experts_per_token;
+    const double distinct = E > 0 ? E * (1.0 - pow(1.0 - k / E, positions)) : 0.0;
+    const double expert_bytes = (double)in->expert_slot_bytes;
+    const double hit = plan->experts ? fmin(1.0, (double)plan->expert_slots / (double)plan->experts) : 1.0;
+    double compute = 0.0, exposed = 0.0, expert_read = 0.0, streamed = 0.0;
+    for (int l = 0; l < in->n_layers; l++) {
+        const int moe = c->layer_is_moe[l];
+        const forecast_kind *kind = !moe ? &p->dense : c->layer_is_kda[l] ? &p->kda_moe : &p->mla_moe;
+        const double per_byte = kind->seconds / kind->bytes;
+        const double experts = moe ? distinct : 0.0;
+        const double c_l = per_byte * ((double)in->layer_bytes[l] * g + experts * expert_bytes);
+        const double f_l = c_l * kind->ffn_seconds / kind->seconds;
+        const double e_l = experts * (1.0 - hit) * expert_bytes / p->disk_expert;
+        compute += c_l;
+        expert_read += e_l;
+        exposed += e_l > f_l ? e_l - f_l : 0.0;
+        if (!tl.pinned[l])
+            streamed += (double)in->layer_bytes[l];
+        out->expert_read_bytes += experts * (1.0 - hit) * expert_bytes;
+    }
+    compute += p->lm_head.seconds / p->lm_head.bytes * (double)in->lm_head_bytes * g;
+    const double trunk_read = streamed / p->disk_sequential;
+    out->positions = positions;
+    out->compute_seconds = compute;
+    out->disk_seconds = trunk_read + expert_read;
+    out->exposed_expert_seconds = exposed;
+    out->trunk_read_bytes = streamed;
+    out->expert_hit_rate = hit;
+    if (tl.ring_slots == 1) {
+        out->seconds = compute + trunk_read + exposed;
+        out->bound = trunk_read + exposed > compute;
+    } else {
+        const double busy = compute + exposed, disk = trunk_read + expert_read;
+        out->seconds = busy > disk ? busy : disk;
+        out->bound = disk > busy;
+    }
+    return K3_OK;
+}
+
+k3_status k3_forecast_profile_path(char *out, size_t size) {
+    const char *env = getenv("K3_MACHINE_PROFILE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int n;
+    if (env && *env)
+        n = snprintf(out, size, "%s", env);
+    else if (xdg && *xdg)
+        n = snprintf(out, size, "%s/k3/machine-profile.json", xdg);
+    else if (home && *home)
+        n = snprintf(out, size, "%s/.cache/k3/machine-profile.json", home);
+    else
+        return K3_ERR_INVALID_ARGUMENT;
+    return n >= 0 && (size_t)n < size ? K3_OK : K3_ERR_INVALID_ARGUMENT;
+}
+
+k3_status k3_forecast_make(const char *profile, const char *dir, const k3_model_params *mp, int positions,
+                           k3_forecast *out, char *detail, size_t detail_size) {
+    k3_error err = {K3_OK, ""};
+    char path[4096];
+    forecast_profile p;
+    model *m = NULL;
+    k3_plan plan;
+    k3_status s = K3_OK;
+    memset(out, 0, sizeof *out);
+    if (!mp)
+        s = error_set(&err, K3_ERR_INVALID_ARGUMENT, "forecast: no budgets given (a mapped model has no forecast)");
+    if (s == K3_OK && !profile) {
+        if (k3_forecast_profile_path(path, sizeof path) != K3_OK)
+            s = error_set(&err, K3_ERR_INVALID_ARGUMENT,
+                          "no machine profile: set K3_MACHINE_PROFILE, or HOME for ~/.cache/k3/machine-profile.json");
+        profile = path;
+    }
+    if (s == K3_OK)
+        s = forecast_profile_load(profile, &p, &err);
+    if (s == K3_OK)
+        s = dir ? model_survey(dir, mp, &m, &err) : presets_release_model(&m, &err);
+    if (s == K3_OK)
+        s = plan_make(m, &m->inputs, mp, NULL, 1, &plan, &err);
+    if (s == K3_OK)
+        s = forecast_make(&p, m, mp, &plan, positions, out, &err);
+    model_free(m);
+    if (s != K3_OK)
+        error_copy_detail(&err, detail, detail_size);
+    return s;
+}

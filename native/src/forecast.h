@@ -1,0 +1,65 @@
+/* forecast.h - seconds per forward pass of a checkpoint under given budgets on a measured
+ * machine (k3_forecast of k3.h): the machine profile's format and reader, and the model
+ * that turns per-layer-kind figures into a forecast. It reads no weights and allocates none;
+ * the profile is written by scripts/bench/scale.ts from `k3 bench-scale` runs.
+ *
+ * Profile (JSON, at most FORECAST_PROFILE_MAX_BYTES):
+ *   {"format": "k3-machine-profile", "version": 1, "source": "...",
+ *    "threads": 2, "io_threads": 2,
+ *    "memory_bandwidth": B,        bytes/s, the triad on `threads` threads
+ *    "disk_sequential": D,         bytes/s, cold sequential reads at the trunk's block sizes
+ *    "disk_expert": X,             bytes/s, cold expert-sized reads on io_threads readers
+ *    "kinds": {"dense": K, "kda_moe": K, "mla_moe": K, "lm_head": K},
+ *    "verify": [{"positions": n, "factor": g}, ...]}
+ * where each K is {"seconds": s, "ffn_seconds": f, "bytes": b}: one resident pass of one
+ * token through a layer of that kind (KDA + dense MLP; KDA + MoE and MLA + MoE with their
+ * top-k experts; the final mix, norm and lm_head), the part of it after the attention
+ * output, and the weight bytes it streamed, all measured at the release's width; and g is
+ * the time of a pass of n positions over a pass of one, for everything but the routed
+ * experts (1 at n = 1).
+ *
+ * The model, per layer l of the target (its trunk bytes t_l, its kind k):
+ *   compute c_l = s_k / b_k x (t_l x g(n) + U_l(n) x expert bytes), the kind's seconds per
+ *     byte applied to the target's bytes; U_l(n) distinct experts for n positions, from
+ *     top_k of E spread evenly: E (1 - (1 - top_k / E)^n)
+ *   expert reads e_l = U_l(n) (1 - h) x expert bytes / X, with h the cache's share of the
+ *     pool (an LRU under evenly spread routing keeps about that share)
+ *   exposed e'_l = max(0, e_l - f_l): expert reads overlap the layer's own FFN
+ *   streamed trunk S = sum of the unpinned layers' bytes, read at D
+ *   one ring slot:       T = sum c_l + S / D + sum e'_l    (trunk reads never overlap)
+ *   two slots or pinned: T = max(sum c_l + sum e'_l, S / D + sum e_l)
+ *   plus lm_head: s / b x its bytes x g(n).
+ * A mapped trunk or mapped experts have no forecast: the page cache decides what stays. */
+#ifndef K3_FORECAST_H
+#define K3_FORECAST_H
+
+#include "error.h"
+#include "k3.h"
+#include "model.h"
+
+#define FORECAST_PROFILE_MAX_BYTES (64 * 1024)
+#define FORECAST_MAX_VERIFY 32
+
+typedef struct forecast_kind {
+    double seconds, ffn_seconds, bytes;
+} forecast_kind;
+
+typedef struct forecast_profile {
+    char source[256];
+    int threads, io_threads;
+    double memory_bandwidth, disk_sequential, disk_expert;
+    forecast_kind dense, kda_moe, mla_moe, lm_head;
+    int n_verify;
+    int verify_positions[FORECAST_MAX_VERIFY]; /* ascending, the first is 1 */
+    double verify_factor[FORECAST_MAX_VERIFY];
+} forecast_profile;
+
+/* Reads and checks a profile; errors name the file, the field and the value. */
+k3_status forecast_profile_load(const char *path, forecast_profile *out, k3_error *err);
+
+/* The forecast for `dims` (its config and plan inputs) under the budgets mp (owned trunk
+ * and expert cache) and their plan, for a pass of `positions` positions. */
+k3_status forecast_make(const forecast_profile *p, const model *dims, const k3_model_params *mp, const k3_plan *plan,
+                        int positions, k3_forecast *out, k3_error *err);
+
+#endif

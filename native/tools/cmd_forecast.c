@@ -1,0 +1,119 @@
+/* cmd_forecast.c - `k3 forecast`: seconds per token forecast for the full-scale release (or
+ * a checkpoint) under each preset, or under given budgets, on the machine a profile
+ * describes (k3_forecast_make of k3.h). Prints a table, or JSON with --json for
+ * scripts/bench/scale.ts. Options: cli_usage() in k3.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "k3.h"
+#include "run_memory.h"
+
+static void print_json(FILE *f, const char *name, const k3_model_params *mp, const k3_forecast *fc, int first) {
+    fprintf(f,
+            "%s\n  {\"preset\": \"%s\", \"trunk_bytes\": %lld, \"expert_cache_bytes\": %lld, \"positions\": %d, "
+            "\"seconds\": %.6g, \"compute_seconds\": %.6g, \"disk_seconds\": %.6g, \"exposed_expert_seconds\": %.6g, "
+            "\"trunk_read_bytes\": %.0f, \"expert_read_bytes\": %.0f, \"expert_hit_rate\": %.6f, \"bound\": \"%s\"}",
+            first ? "" : ",", name, (long long)mp->trunk_bytes, (long long)mp->expert_cache_bytes, fc->positions,
+            fc->seconds, fc->compute_seconds, fc->disk_seconds, fc->exposed_expert_seconds, fc->trunk_read_bytes,
+            fc->expert_read_bytes, fc->expert_hit_rate, fc->bound ? "disk" : "memory");
+}
+
+static void print_row(FILE *f, const char *name, const k3_model_params *mp, const k3_forecast *fc) {
+    fprintf(f, "  %-12s %8.1f GB %8.1f GB %12.2f %10.2f %10.2f %11.1f GB %9.1f%%  %s\n", name,
+            (double)mp->trunk_bytes / 1e9, (double)mp->expert_cache_bytes / 1e9, fc->seconds, fc->compute_seconds,
+            fc->disk_seconds, (fc->trunk_read_bytes + fc->expert_read_bytes) / 1e9, 100.0 * fc->expert_hit_rate,
+            fc->bound ? "disk" : "memory");
+}
+
+int forecast_main(int argc, char **argv) {
+    const char *dir = argc > 1 && argv[1][0] != '-' ? argv[1] : NULL, *profile = NULL;
+    int positions = 1, json = 0;
+    run_memory rm;
+    run_memory_init(&rm);
+    for (int i = dir ? 2 : 1; i < argc; i++) {
+        const int mem = run_memory_option(&rm, argc, argv, &i, dir);
+        if (mem < 0)
+            return 2;
+        if (mem == 2)
+            return 0;
+        if (mem)
+            continue;
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(argv[i], "--profile") && v) {
+            profile = argv[++i];
+        } else if (!strcmp(argv[i], "--positions") && v) {
+            char *end;
+            errno = 0;
+            const long n = strtol(v, &end, 10);
+            if (errno || *end || n < 1 || n > 1024) {
+                fprintf(stderr, "k3 forecast: --positions '%s': expected 1..1024\n", v);
+                return 2;
+            }
+            positions = (int)n;
+            i++;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else {
+            fprintf(stderr, "k3 forecast: bad option '%s'\n\n", argv[i]);
+            cli_usage(stderr);
+            return 2;
+        }
+    }
+    char path[4096], detail[2048];
+    if (!profile && k3_forecast_profile_path(path, sizeof path) == K3_OK)
+        profile = path;
+    if (!profile) {
+        fprintf(stderr, "k3 forecast: no machine profile: give --profile FILE or set K3_MACHINE_PROFILE\n");
+        return 2;
+    }
+    /* One row per preset, or the one configuration the memory options give. */
+    int rows = rm.n_steps ? 1 : k3_preset_count() + 1;
+    if (!json) {
+        printf("forecast for %s, %d position%s per pass, from %s:\n", dir ? dir : "the full-scale release", positions,
+               positions > 1 ? "s" : "", profile);
+        printf("  %-12s %11s %11s %12s %10s %10s %14s %10s  %s\n", "preset", "trunk", "cache", "s/pass", "compute",
+               "disk", "read/pass", "cache hit", "bound by");
+    } else {
+        printf("[");
+    }
+    int rc = 0;
+    for (int r = 0; r < rows; r++) {
+        k3_model_params mp;
+        const char *name;
+        if (rm.n_steps) {
+            if ((rc = run_memory_resolve(&rm, dir, NULL)) != 0)
+                return rc;
+            mp = rm.params;
+            name = rm.preset_used ? rm.preset_used : "budgets";
+        } else if (r < k3_preset_count()) {
+            const k3_preset *p = k3_preset_at(r);
+            k3_model_params_default(&mp);
+            mp.trunk_bytes = p->trunk_bytes;
+            mp.expert_cache_bytes = p->expert_cache_bytes;
+            name = p->name;
+        } else {
+            name = "auto";
+            if (k3_preset_auto(dir, NULL, 0, &mp, NULL, detail, sizeof detail) != K3_OK) {
+                if (!json)
+                    printf("  %-12s refused here: %s\n", name, detail);
+                continue;
+            }
+        }
+        k3_forecast fc;
+        const k3_status s = k3_forecast_make(profile, dir, &mp, positions, &fc, detail, sizeof detail);
+        if (s != K3_OK) {
+            fprintf(stderr, "k3 forecast: %s (%s): %s\n", name, k3_status_name(s), detail);
+            return 1;
+        }
+        if (json)
+            print_json(stdout, name, &mp, &fc, r == 0);
+        else
+            print_row(stdout, name, &mp, &fc);
+    }
+    if (json)
+        printf("\n]\n");
+    return rc;
+}

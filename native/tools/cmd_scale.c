@@ -1,0 +1,501 @@
+/* cmd_scale.c - `k3 bench-scale`: where the time of a forward pass goes at the release's
+ * width, layer by layer, next to the physical limits measured in the same process: the
+ * memory bandwidth (a triad before each stretch of steps) and the disk's own read speed at
+ * the engine's block sizes (diskprobe.h). It writes every figure raw to --out JSON;
+ * scripts/bench/scale.ts runs it under several budgets, makes the tables of docs/SCALE.md
+ * and the machine profile the forecast is made from (native/src/forecast.c).
+ *
+ * A step is one forward pass of one token. Per layer it records the time from the previous
+ * site to the attention output (the mixer: waiting for a streamed layer, the residual mix,
+ * the norm, KDA or MLA) and from there to the FFN output (the dense MLP, or the router, the
+ * shared experts, the routed experts and their reads), the weight bytes the kernels streamed
+ * in each, and the trunk and expert waits; then the final norm and lm_head. With --repeat
+ * every step decodes the same token at the same position (restored from a checkpoint), so
+ * the experts it needs stay cached and a step is fully resident; without it each step
+ * decodes the previous step's greedy token. Options: cli_usage() in k3.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "commands.h"
+#include "diskprobe.h"
+#include "k3.h"
+#include "membw.h"
+#include "run_memory.h"
+
+#define SCALE_MAX_POSITIONS 17
+#define SCALE_MAX_DISK 8
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* The clock and the counters at one moment of a pass. */
+typedef struct {
+    double t;
+    uint64_t weight_bytes;
+    double trunk_wait, expert_wait;
+    uint64_t expert_requests, expert_bytes_read;
+} mark;
+
+/* One layer of one step: mixer (previous site -> attention output), ffn (-> FFN output). */
+typedef struct {
+    double mixer_s, ffn_s;
+    uint64_t mixer_bytes, ffn_bytes;
+    double trunk_wait, expert_wait;
+    uint64_t expert_requests, expert_bytes_read;
+} layer_time;
+
+typedef struct {
+    double seconds;         /* the whole k3_decode call */
+    double cpu_s;           /* CPU time of the process (every thread) during it: below
+                               seconds x threads when other work took the cores */
+    double embed_s, head_s; /* call start -> embedding site; last FFN output -> logits */
+    uint64_t head_bytes;
+    double bandwidth;       /* the triad measured before this step's round (0: none) */
+    layer_time *layers;     /* (n_layers) */
+} step_time;
+
+typedef struct {
+    const k3_model *model;
+    int n_layers;
+    mark start, prev;
+    layer_time *into; /* (n_layers) the current step's layers, or NULL: not recording */
+    double embed_s, head_s;
+    uint64_t head_bytes;
+    char mixer[64][4], ffn[64][4]; /* per layer "kda"/"mla", "mlp"/"moe" (first 64 layers) */
+} recorder;
+
+static double cpu_now(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec * 1e-6;
+}
+
+static mark mark_now(const k3_model *model) {
+    k3_counters c;
+    k3_memory_counters m;
+    k3_counters_get(&c);
+    k3_model_memory_counters(model, &m);
+    return (mark){now_s(), c.weight_bytes_read, m.trunk_wait_seconds, m.expert_wait_seconds, m.expert_requests,
+                  m.expert_bytes_read};
+}
+
+static void interval(const mark *a, const mark *b, double *s, uint64_t *bytes, layer_time *lt) {
+    *s = b->t - a->t;
+    *bytes = b->weight_bytes - a->weight_bytes;
+    lt->trunk_wait += b->trunk_wait - a->trunk_wait;
+    lt->expert_wait += b->expert_wait - a->expert_wait;
+    lt->expert_requests += b->expert_requests - a->expert_requests;
+    lt->expert_bytes_read += b->expert_bytes_read - a->expert_bytes_read;
+}
+
+static void on_site(void *user, const k3_activation *a) {
+    recorder *r = user;
+    if (a->layer >= 0 && a->layer < 64 && a->kind) {
+        const int attn = a->site == K3_SITE_ATTN_INPUT || a->site == K3_SITE_ATTN_OUTPUT;
+        snprintf(attn ? r->mixer[a->layer] : r->ffn[a->layer], 4, "%s", a->kind);
+    }
+    if (!r->into || (a->site != K3_SITE_EMBED && a->site != K3_SITE_ATTN_OUTPUT && a->site != K3_SITE_FFN_OUTPUT &&
+                     a->site != K3_SITE_LOGITS))
+        return;
+    const mark m = mark_now(r->model);
+    if (a->site == K3_SITE_EMBED) {
+        r->embed_s = m.t - r->start.t;
+    } else if (a->site == K3_SITE_LOGITS) {
+        layer_time ignored = {0};
+        double s;
+        interval(&r->prev, &m, &s, &r->head_bytes, &ignored);
+        r->head_s = s;
+    } else {
+        layer_time *lt = &r->into[a->layer];
+        if (a->site == K3_SITE_ATTN_OUTPUT)
+            interval(&r->prev, &m, &lt->mixer_s, &lt->mixer_bytes, lt);
+        else
+            interval(&r->prev, &m, &lt->ffn_s, &lt->ffn_bytes, lt);
+    }
+    r->prev = m;
+}
+
+/* Decodes ids (n) with every site timed into *out; argmax (n) receives the greedy tokens. */
+static k3_status timed_decode(recorder *r, k3_context *ctx, const int32_t *ids, int n, int32_t *argmax,
+                              step_time *out) {
+    memset(out->layers, 0, sizeof *out->layers * (size_t)r->n_layers);
+    r->into = out->layers;
+    r->embed_s = r->head_s = 0.0;
+    r->head_bytes = 0;
+    const double cpu0 = cpu_now();
+    r->start = r->prev = mark_now(r->model);
+    const k3_status s = k3_decode(ctx, ids, n, NULL, 0, argmax);
+    out->seconds = now_s() - r->start.t;
+    out->cpu_s = cpu_now() - cpu0;
+    r->into = NULL;
+    out->embed_s = r->embed_s;
+    out->head_s = r->head_s;
+    out->head_bytes = r->head_bytes;
+    return s;
+}
+
+typedef struct {
+    const char *dir, *out;
+    int threads, prompt_len, steps, rounds, repeat, cold_each_token, prefill, verify_reps;
+    int positions[SCALE_MAX_POSITIONS], n_positions;
+    uint64_t disk_blocks[SCALE_MAX_DISK];
+    int n_disk, disk_random;
+    double disk_gb;
+    run_memory memory;
+} scale_options;
+
+static int parse_list(const char *s, int *out, int cap, int lo, int hi) {
+    int n = 0;
+    for (const char *p = s; *p;) {
+        char *end;
+        errno = 0;
+        const long v = strtol(p, &end, 10);
+        if (errno || end == p || v < lo || v > hi || n == cap || (*end && *end != ','))
+            return -1;
+        out[n++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    return n;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+    int v;
+    if (parse_list(s, &v, 1, lo, hi) != 1)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int usage_error(const char *what, const char *arg) {
+    fprintf(stderr, "k3 bench-scale: %s '%s'\n\n", what, arg);
+    cli_usage(stderr);
+    return 2;
+}
+
+static int parse_options(int argc, char **argv, scale_options *o) {
+    *o = (scale_options){.dir = argv[1], .threads = 1, .prompt_len = 8, .steps = 8, .rounds = 0, .verify_reps = 3,
+                         .disk_gb = 1.0};
+    run_memory_init(&o->memory);
+    for (int i = 2; i < argc; i++) {
+        const int mem = run_memory_option(&o->memory, argc, argv, &i, o->dir);
+        if (mem < 0)
+            return 2;
+        if (mem == 2)
+            return -1;
+        if (mem)
+            continue;
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int *count = !strcmp(a, "--threads")         ? &o->threads
+                     : !strcmp(a, "--prompt-tokens") ? &o->prompt_len
+                     : !strcmp(a, "--steps")         ? &o->steps
+                     : !strcmp(a, "--rounds")        ? &o->rounds
+                     : !strcmp(a, "--prefill")       ? &o->prefill
+                     : !strcmp(a, "--verify-reps")   ? &o->verify_reps
+                     : !strcmp(a, "--disk-random")   ? &o->disk_random
+                                                     : NULL;
+        if (!strcmp(a, "--repeat")) {
+            o->repeat = 1;
+        } else if (!strcmp(a, "--cold-each-token")) {
+            o->cold_each_token = 1;
+        } else if (count) {
+            if (!v || parse_int(v, count == &o->rounds || count == &o->prefill || count == &o->disk_random ? 0 : 1,
+                                1 << 16, count))
+                return usage_error("bad count for", a);
+            i++;
+        } else if (!strcmp(a, "--verify") && v) {
+            if ((o->n_positions = parse_list(v, o->positions, SCALE_MAX_POSITIONS, 1, 64)) < 0)
+                return usage_error("--verify: expected up to 17 position counts 1..64, got", v);
+            i++;
+        } else if (!strcmp(a, "--disk") && v) {
+            int mb[SCALE_MAX_DISK];
+            if ((o->n_disk = parse_list(v, mb, SCALE_MAX_DISK, 0, 4096)) < 0)
+                return usage_error("--disk: expected up to 8 block sizes in MB (0: the expert slot), got", v);
+            for (int k = 0; k < o->n_disk; k++)
+                o->disk_blocks[k] = (uint64_t)mb[k] * 1000000ULL;
+            i++;
+        } else if (!strcmp(a, "--disk-gb") && v) {
+            char *end;
+            o->disk_gb = strtod(v, &end);
+            if (*end || !(o->disk_gb > 0.0 && o->disk_gb <= 1000.0))
+                return usage_error("--disk-gb: expected GB to read per probe, got", v);
+            i++;
+        } else if (!strcmp(a, "--out") && v) {
+            o->out = v;
+            i++;
+        } else {
+            return usage_error("bad option", a);
+        }
+    }
+    if (o->rounds > o->steps)
+        return usage_error("--rounds is more than --steps", "");
+    return 0;
+}
+
+static void json_disk(FILE *f, const char *key, const diskprobe_result *d, int n) {
+    fprintf(f, ",\n  \"%s\": [", key);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s\n    {\"block\": %llu, \"readers\": %d, \"bytes\": %llu, \"seconds\": %.6f, \"read_seconds\": %.6f}",
+                i ? "," : "", (unsigned long long)d[i].block, d[i].readers, (unsigned long long)d[i].bytes,
+                d[i].seconds, d[i].read_seconds);
+    fprintf(f, "\n  ]");
+}
+
+static void json_step(FILE *f, const step_time *st, int n_layers) {
+    fprintf(f, "{\"seconds\": %.6f, \"cpu_s\": %.6f, \"embed_s\": %.6f, \"head_s\": %.6f, \"head_bytes\": %llu, \"bandwidth\": %.0f, "
+               "\"layers\": [",
+            st->seconds, st->cpu_s, st->embed_s, st->head_s, (unsigned long long)st->head_bytes, st->bandwidth);
+    for (int l = 0; l < n_layers; l++) {
+        const layer_time *t = &st->layers[l];
+        fprintf(f, "%s[%.6f, %.6f, %llu, %llu, %.6f, %.6f, %llu, %llu]", l ? ", " : "", t->mixer_s, t->ffn_s,
+                (unsigned long long)t->mixer_bytes, (unsigned long long)t->ffn_bytes, t->trunk_wait, t->expert_wait,
+                (unsigned long long)t->expert_requests, (unsigned long long)t->expert_bytes_read);
+    }
+    fprintf(f, "]}");
+}
+
+static void load_average(double out[3]) {
+    out[0] = out[1] = out[2] = -1.0;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf %lf %lf", &out[0], &out[1], &out[2]) != 3)
+            out[0] = out[1] = out[2] = -1.0;
+        fclose(f);
+    }
+}
+
+int scale_main(int argc, char **argv) {
+    if (argc < 2 || argv[1][0] == '-') {
+        fprintf(stderr, "k3 bench-scale: give MODEL_DIR\n\n");
+        cli_usage(stderr);
+        return 2;
+    }
+    scale_options o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!o.out)
+        return usage_error("--out FILE is required", "");
+    double load_before[3], load_after[3];
+    load_average(load_before);
+
+    /* The disk first, while nothing of the model is in memory. */
+    diskprobe_result seq[SCALE_MAX_DISK], rnd = {0};
+    k3_plan probe_plan;
+    char detail[2048];
+    if (o.n_disk || o.disk_random) {
+        k3_status ps = k3_plan_model(o.dir, NULL, NULL, &probe_plan, detail, sizeof detail);
+        if (ps != K3_OK) {
+            fprintf(stderr, "k3 bench-scale: planning %s failed (%s): %s\n", o.dir, k3_status_name(ps), detail);
+            return 1;
+        }
+    }
+    for (int k = 0; k < o.n_disk; k++) {
+        const uint64_t block = o.disk_blocks[k] ? o.disk_blocks[k] : probe_plan.expert_slot_bytes;
+        /* Each block size reads its own stretch: on a virtual disk a stretch read once comes
+         * back faster from the host's cache. */
+        const uint64_t bytes = (uint64_t)(o.disk_gb * 1e9);
+        if (diskprobe_sequential(o.dir, block, (uint64_t)k * bytes, bytes, &seq[k], detail, sizeof detail)) {
+            fprintf(stderr, "k3 bench-scale: disk probe failed: %s\n", detail);
+            return 1;
+        }
+        fprintf(stderr, "k3 bench-scale: disk, cold, sequential %.1f MB blocks: %.1f MB/s\n", (double)block / 1e6,
+                (double)seq[k].bytes / seq[k].seconds / 1e6);
+    }
+    if (o.disk_random) {
+        if (diskprobe_random(o.dir, probe_plan.expert_slot_bytes, o.disk_random, o.memory.io_threads, 7, &rnd, detail,
+                             sizeof detail)) {
+            fprintf(stderr, "k3 bench-scale: disk probe failed: %s\n", detail);
+            return 1;
+        }
+        fprintf(stderr, "k3 bench-scale: disk, cold, %d random expert-sized reads on %d readers: %.1f MB/s\n",
+                o.disk_random, rnd.readers, (double)rnd.bytes / rnd.seconds / 1e6);
+    }
+
+    int max_positions = 1;
+    for (int i = 0; i < o.n_positions; i++)
+        max_positions = o.positions[i] > max_positions ? o.positions[i] : max_positions;
+    k3_context_params cp;
+    k3_context_params_default(&cp);
+    cp.max_context = o.prompt_len + o.steps + max_positions + o.prefill + 2;
+    cp.n_threads = o.threads;
+    cp.batch = o.prefill > max_positions ? o.prefill : max_positions > cp.batch ? max_positions : cp.batch;
+    if ((rc = run_memory_prepare(&o.memory, o.dir, &cp)) != 0)
+        return rc;
+    rc = 1;
+    k3_model *model = NULL;
+    k3_context *ctx = NULL;
+    recorder rec = {0};
+    step_time *steps = NULL, prefill = {0}, *verify = NULL;
+    int32_t *ids = NULL, *argmax = NULL;
+    membw tr = {0};
+    FILE *f = NULL;
+    const int n_verify = o.n_positions * o.verify_reps;
+    const double t_open = now_s();
+    k3_status s = k3_model_open(o.dir, &o.memory.params, &model, detail, sizeof detail);
+    if (s != K3_OK) {
+        fprintf(stderr, "k3 bench-scale: loading the model failed (%s): %s\n", k3_status_name(s), detail);
+        return s == K3_ERR_BUDGET ? 3 : 1;
+    }
+    const double open_s = now_s() - t_open;
+    const int n_layers = k3_model_layer_count(model), vocab = k3_model_vocab_size(model);
+    if ((s = k3_context_open(model, &cp, &ctx, detail, sizeof detail)) != K3_OK) {
+        fprintf(stderr, "k3 bench-scale: creating the context failed (%s): %s\n", k3_status_name(s), detail);
+        goto done;
+    }
+    rec.model = model;
+    rec.n_layers = n_layers;
+    k3_context_observe(ctx, on_site, &rec);
+    steps = calloc((size_t)o.steps, sizeof *steps);
+    verify = calloc((size_t)n_verify + 1, sizeof *verify);
+    ids = malloc(sizeof *ids * (size_t)cp.max_context);
+    argmax = malloc(sizeof *argmax * (size_t)cp.max_context);
+    int ok = steps && verify && ids && argmax;
+    for (int i = 0; ok && i < o.steps; i++)
+        ok = (steps[i].layers = calloc((size_t)n_layers, sizeof(layer_time))) != NULL;
+    for (int i = 0; ok && i < n_verify; i++)
+        ok = (verify[i].layers = calloc((size_t)n_layers, sizeof(layer_time))) != NULL;
+    if (ok && o.prefill)
+        ok = (prefill.layers = calloc((size_t)n_layers, sizeof(layer_time))) != NULL;
+    if (!ok || (o.rounds && membw_open(&tr))) {
+        fprintf(stderr, "k3 bench-scale: out of memory for the records or the triad's arrays\n");
+        goto done;
+    }
+    /* A fixed pseudo-random sequence inside the vocabulary: the same work on every run. */
+    unsigned seed = 12345;
+    for (int i = 0; i < cp.max_context; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        ids[i] = (int32_t)((seed >> 8) % (unsigned)vocab);
+    }
+    run_memory_start(&o.memory, model);
+    const double t_run = now_s();
+    if (o.prefill) {
+        if ((s = timed_decode(&rec, ctx, ids, o.prefill, NULL, &prefill)) != K3_OK)
+            goto failed;
+        fprintf(stderr, "k3 bench-scale: prefill %d tokens in %.2f s\n", o.prefill, prefill.seconds);
+        k3_context_reset(ctx);
+    }
+    if ((s = k3_decode(ctx, ids, o.prompt_len, NULL, 0, argmax)) != K3_OK ||
+        (o.repeat && (s = k3_checkpoint(ctx)) != K3_OK))
+        goto failed;
+    int32_t next = argmax[o.prompt_len - 1];
+    double drop_s = 0.0;
+    int len = o.prompt_len;
+    for (int i = 0, round = -1; i < o.steps; i++) {
+        const int r = o.rounds ? i * o.rounds / o.steps : 0;
+        if (o.rounds && r != round) {
+            round = r;
+            steps[i].bandwidth = membw_triad(&tr, o.threads);
+        } else if (i > 0) {
+            steps[i].bandwidth = steps[i - 1].bandwidth;
+        }
+        if (o.cold_each_token) {
+            const double d0 = now_s();
+            run_memory_drop_page_cache(o.dir);
+            drop_s += now_s() - d0;
+        }
+        if (o.repeat && (s = k3_sync(ctx, ids, o.prompt_len, NULL)) != K3_OK)
+            goto failed;
+        const int32_t tok = o.repeat ? ids[o.prompt_len] : next;
+        if ((s = timed_decode(&rec, ctx, &tok, 1, argmax, &steps[i])) != K3_OK)
+            goto failed;
+        next = argmax[0];
+        if (!o.repeat)
+            ids[len++] = tok;
+        fprintf(stderr, "k3 bench-scale: step %d: %.3f s\n", i, steps[i].seconds);
+    }
+    /* Verification passes: n positions at once, from the same point, the first repetition
+     * filling the cache with their experts. */
+    for (int p = 0; p < o.n_positions; p++) {
+        const int n = o.positions[p];
+        if ((s = k3_sync(ctx, ids, len, NULL)) != K3_OK || (s = k3_checkpoint(ctx)) != K3_OK)
+            goto failed;
+        for (int k = 0; k < o.verify_reps; k++) {
+            if (o.cold_each_token)
+                run_memory_drop_page_cache(o.dir);
+            if ((s = k3_sync(ctx, ids, len, NULL)) != K3_OK ||
+                (s = timed_decode(&rec, ctx, ids + len, n, argmax, &verify[p * o.verify_reps + k])) != K3_OK)
+                goto failed;
+        }
+        fprintf(stderr, "k3 bench-scale: verify %d positions: %.3f s (last of %d)\n", n,
+                verify[p * o.verify_reps + o.verify_reps - 1].seconds, o.verify_reps);
+    }
+    const double wall = now_s() - t_run - drop_s;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    const double peak_rss = (double)ru.ru_maxrss * 1024.0;
+    run_memory_stop(&o.memory, model, wall, peak_rss);
+    load_average(load_after);
+
+    if (!(f = fopen(o.out, "w"))) {
+        fprintf(stderr, "k3 bench-scale: cannot write %s: %s\n", o.out, strerror(errno));
+        goto done;
+    }
+    fprintf(f, "{\n  \"model\": \"%s\",\n  \"threads\": %d,\n  \"io_threads\": %d,\n  \"repeat\": %d,\n"
+               "  \"cold_each_token\": %d,\n  \"prompt_tokens\": %d,\n  \"open_seconds\": %.3f,\n"
+               "  \"load_average\": [%.2f, %.2f, %.2f, %.2f, %.2f, %.2f],\n  \"peak_rss_bytes\": %.0f,\n"
+               "  \"drop_seconds\": %.6f,\n  \"layers\": [",
+            o.dir, o.threads, o.memory.io_threads, o.repeat, o.cold_each_token, o.prompt_len, open_s, load_before[0],
+            load_before[1], load_before[2], load_after[0], load_after[1], load_after[2], peak_rss, drop_s);
+    for (int l = 0; l < n_layers; l++)
+        fprintf(f, "%s{\"mixer\": \"%s\", \"ffn\": \"%s\"}", l ? ", " : "", l < 64 ? rec.mixer[l] : "",
+                l < 64 ? rec.ffn[l] : "");
+    fprintf(f, "],\n  \"steps\": [");
+    for (int i = 0; i < o.steps; i++) {
+        fprintf(f, "%s\n    ", i ? "," : "");
+        json_step(f, &steps[i], n_layers);
+    }
+    fprintf(f, "\n  ],\n  \"prefill\": ");
+    if (o.prefill) {
+        fprintf(f, "{\"tokens\": %d, \"pass\": ", o.prefill);
+        json_step(f, &prefill, n_layers);
+        fprintf(f, "}");
+    } else {
+        fprintf(f, "null");
+    }
+    fprintf(f, ",\n  \"verify\": [");
+    for (int p = 0; p < o.n_positions; p++)
+        for (int k = 0; k < o.verify_reps; k++) {
+            fprintf(f, "%s\n    {\"positions\": %d, \"pass\": ", p + k ? "," : "", o.positions[p]);
+            json_step(f, &verify[p * o.verify_reps + k], n_layers);
+            fprintf(f, "}");
+        }
+    fprintf(f, "\n  ]");
+    json_disk(f, "disk_sequential", seq, o.n_disk);
+    json_disk(f, "disk_random", &rnd, o.disk_random ? 1 : 0);
+    run_memory_json(&o.memory, f);
+    fprintf(f, "\n}\n");
+    if (fclose(f) != 0) {
+        f = NULL;
+        fprintf(stderr, "k3 bench-scale: cannot write %s: %s\n", o.out, strerror(errno));
+        goto done;
+    }
+    f = NULL;
+    rc = 0;
+    goto done;
+failed:
+    fprintf(stderr, "k3 bench-scale: decoding failed (%s): %s\n", k3_status_name(s), k3_context_error(ctx));
+done:
+    if (f)
+        fclose(f);
+    for (int i = 0; steps && i < o.steps; i++)
+        free(steps[i].layers);
+    for (int i = 0; verify && i < n_verify; i++)
+        free(verify[i].layers);
+    free(steps);
+    free(verify);
+    free(prefill.layers);
+    free(ids);
+    free(argmax);
+    membw_close(&tr);
+    k3_context_close(ctx);
+    k3_model_close(model);
+    return rc;
+}

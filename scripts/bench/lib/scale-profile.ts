@@ -1,0 +1,186 @@
+// scale-profile.ts - reads `k3 bench-scale` JSON and turns it into the figures of
+// docs/SCALE.md and the machine profile the engine forecasts from (its format is specified
+// at the top of native/src/forecast.h). Pure functions: the bench (scripts/bench/scale.ts)
+// runs the engine, this file only does arithmetic, and test/bench/scale-profile.test.ts
+// checks it on hand-made runs.
+
+/** One layer of one pass, as cmd_scale.c writes it. */
+export type LayerRecord = [
+  mixerSeconds: number,
+  ffnSeconds: number,
+  mixerBytes: number,
+  ffnBytes: number,
+  trunkWait: number,
+  expertWait: number,
+  expertRequests: number,
+  expertBytesRead: number,
+];
+
+export interface Pass {
+  seconds: number;
+  cpu_s: number;
+  embed_s: number;
+  head_s: number;
+  head_bytes: number;
+  bandwidth: number;
+  layers: LayerRecord[];
+}
+
+export interface DiskProbe {
+  block: number;
+  readers: number;
+  bytes: number;
+  seconds: number;
+  read_seconds: number;
+}
+
+export interface ScaleRun {
+  model: string;
+  threads: number;
+  io_threads: number;
+  repeat: number;
+  cold_each_token: number;
+  load_average: number[];
+  peak_rss_bytes: number;
+  open_seconds: number;
+  layers: { mixer: string; ffn: string }[];
+  steps: Pass[];
+  prefill: { tokens: number; pass: Pass } | null;
+  verify: { positions: number; pass: Pass }[];
+  disk_sequential: DiskProbe[];
+  disk_random: DiskProbe[];
+  memory: {
+    trunk_budget_bytes: number;
+    expert_cache_budget_bytes: number;
+    wall_seconds: number;
+    expert_bytes_read: number;
+    expert_read_seconds: number;
+    expert_wait_seconds: number;
+    trunk_bytes_read: number;
+    trunk_read_seconds: number;
+    trunk_wait_seconds: number;
+    expert_requests: number;
+    expert_retained: number;
+    plan: { total: number; expert_slots: number; experts: number; expert_slot_bytes: number; ring_slots: number; layers_pinned: number; layers: number };
+  };
+}
+
+export type KindName = 'dense' | 'kda_moe' | 'mla_moe' | 'lm_head';
+
+export interface KindFigure {
+  seconds: number;
+  ffn_seconds: number;
+  bytes: number;
+}
+
+export function median(xs: readonly number[]): number {
+  if (xs.length === 0) throw new Error('median of nothing');
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+/** The kind of layer l: KDA + dense MLP, KDA + MoE, MLA + MoE. */
+export function layerKind(run: ScaleRun, l: number): KindName {
+  const { mixer, ffn } = run.layers[l];
+  if (ffn === 'mlp') return 'dense';
+  return mixer === 'kda' ? 'kda_moe' : 'mla_moe';
+}
+
+/** The steps that describe the steady state: every step after the first (which fills caches
+ * and faults in the mapped lm_head), or the only one. */
+export function steadySteps(run: ScaleRun): Pass[] {
+  return run.steps.length > 1 ? run.steps.slice(1) : run.steps;
+}
+
+/** Per kind: the median over steady steps of the mean over that kind's layers. */
+export function kindFigures(run: ScaleRun, passes: Pass[] = steadySteps(run)): Record<KindName, KindFigure> {
+  const out = {} as Record<KindName, KindFigure>;
+  for (const kind of ['dense', 'kda_moe', 'mla_moe'] as const) {
+    const layers = run.layers.map((_, l) => l).filter((l) => layerKind(run, l) === kind);
+    if (layers.length === 0) continue;
+    const per = (f: (r: LayerRecord) => number) =>
+      median(passes.map((p) => layers.reduce((s, l) => s + f(p.layers[l]), 0) / layers.length));
+    out[kind] = { seconds: per((r) => r[0] + r[1]), ffn_seconds: per((r) => r[1]), bytes: per((r) => r[2] + r[3]) };
+  }
+  out.lm_head = { seconds: median(passes.map((p) => p.head_s)), ffn_seconds: 0, bytes: median(passes.map((p) => p.head_bytes)) };
+  return out;
+}
+
+/** Waits of a pass (trunk + experts), summed over layers. */
+export function passWaits(p: Pass): number {
+  return p.layers.reduce((s, r) => s + r[4] + r[5], 0);
+}
+
+/** Distinct experts a pass asked for, summed over layers. */
+export function passExperts(p: Pass): number {
+  return p.layers.reduce((s, r) => s + r[6], 0);
+}
+
+/**
+ * g(n): a pass of n positions over a pass of one, for everything but the routed experts and
+ * the waits (the fastest repetition of each n). The experts' part of a pass is its distinct
+ * experts times `expertSeconds` (one expert's resident compute).
+ */
+export function verifyFactors(run: ScaleRun, expertSeconds: number): { positions: number; factor: number; seconds: number; experts: number }[] {
+  const byN = new Map<number, Pass[]>();
+  for (const v of run.verify) byN.set(v.positions, [...(byN.get(v.positions) ?? []), v.pass]);
+  const rows = [...byN.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([positions, passes]) => {
+      const rest = (p: Pass) => p.seconds - passWaits(p) - passExperts(p) * expertSeconds;
+      const best = passes.reduce((a, b) => (rest(b) < rest(a) ? b : a));
+      return { positions, rest: rest(best), seconds: best.seconds, experts: passExperts(best) };
+    });
+  const one = rows.find((r) => r.positions === 1);
+  if (!one) throw new Error('verify passes need a 1-position pass to compare with');
+  return rows.map((r) => ({ positions: r.positions, factor: Math.max(1, r.rest / one.rest), seconds: r.seconds, experts: r.experts }));
+}
+
+/** Aggregate bytes per second of a disk probe (all readers together, wall-clock). */
+export function probeRate(d: DiskProbe): number {
+  return d.bytes / d.seconds;
+}
+
+export interface MachineProfile {
+  format: 'k3-machine-profile';
+  version: 1;
+  source: string;
+  threads: number;
+  io_threads: number;
+  memory_bandwidth: number;
+  disk_sequential: number;
+  disk_expert: number;
+  kinds: Record<KindName, KindFigure>;
+  verify: { positions: number; factor: number }[];
+}
+
+/**
+ * The profile from a resident run (kinds, bandwidth, verify curve) and disk probes.
+ * `expertBytes` is one routed expert's size, `topK` the experts a token uses per layer.
+ */
+export function makeProfile(
+  resident: ScaleRun,
+  disk: { sequential: DiskProbe; expert: DiskProbe },
+  expertBytes: number,
+  source: string,
+): MachineProfile {
+  const kinds = kindFigures(resident);
+  const moe = kinds.kda_moe ?? kinds.mla_moe;
+  if (!kinds.dense || !moe) throw new Error('the resident run needs a dense layer and a MoE layer');
+  const expertSeconds = (moe.seconds / moe.bytes) * expertBytes;
+  const bandwidths = resident.steps.map((s) => s.bandwidth).filter((b) => b > 0);
+  if (bandwidths.length === 0) throw new Error('the resident run measured no bandwidth (--rounds)');
+  return {
+    format: 'k3-machine-profile',
+    version: 1,
+    source,
+    threads: resident.threads,
+    io_threads: resident.io_threads,
+    memory_bandwidth: median(bandwidths),
+    disk_sequential: probeRate(disk.sequential),
+    disk_expert: probeRate(disk.expert),
+    kinds,
+    verify: verifyFactors(resident, expertSeconds).map(({ positions, factor }) => ({ positions, factor })),
+  };
+}

@@ -23,6 +23,15 @@ static k3_status positive(const json_value *obj, const char *key, const char *wh
     return K3_OK;
 }
 
+static k3_status non_negative(const json_value *obj, const char *key, const char *path, double *out, k3_error *err) {
+    double v;
+    if (!json_number(json_get(obj, key), &v) || !(v >= 0.0) || !isfinite(v))
+        return error_set(err, K3_ERR_FORMAT, "%s: %s must be a number of at least 0, found %s", path, key,
+                         json_type_name(json_type(json_get(obj, key))));
+    *out = v;
+    return K3_OK;
+}
+
 static k3_status read_kind(const json_value *kinds, const char *name, const char *path, forecast_kind *k,
                            k3_error *err) {
     const json_value *v = json_get(kinds, name);
@@ -71,6 +80,8 @@ k3_status forecast_profile_load(const char *path, forecast_profile *out, k3_erro
         if ((s = positive(r, "memory_bandwidth", "", path, &out->memory_bandwidth, err)) ||
             (s = positive(r, "disk_sequential", "", path, &out->disk_sequential, err)) ||
             (s = positive(r, "disk_expert", "", path, &out->disk_expert, err)) ||
+            (s = positive(r, "disk_mixed", "", path, &out->disk_mixed, err)) ||
+            (s = non_negative(r, "read_cpu_per_byte", path, &out->read_cpu_per_byte, err)) ||
             (s = read_kind(kinds, "dense", path, &out->dense, err)) ||
             (s = read_kind(kinds, "kda_moe", path, &out->kda_moe, err)) ||
             (s = read_kind(kinds, "mla_moe", path, &out->mla_moe, err)) ||
@@ -154,6 +165,8 @@ k3_status forecast_make(const forecast_profile *p, const model *m, const k3_mode
         out->expert_read_bytes += experts * (1.0 - hit) * expert_bytes;
     }
     compute += p->lm_head.seconds / p->lm_head.bytes * (double)in->lm_head_bytes * g;
+    /* Reads that run while the layers compute take their copying out of the same cores. */
+    compute += p->read_cpu_per_byte * (out->expert_read_bytes + (tl.ring_slots == 1 ? 0.0 : streamed));
     const double trunk_read = streamed / p->disk_sequential;
     out->positions = positions;
     out->compute_seconds = compute;
@@ -165,7 +178,10 @@ k3_status forecast_make(const forecast_profile *p, const model *m, const k3_mode
         out->seconds = compute + trunk_read + exposed;
         out->bound = trunk_read + exposed > compute;
     } else {
-        const double busy = compute + exposed, disk = trunk_read + expert_read;
+        const double both = (streamed + out->expert_read_bytes) / p->disk_mixed;
+        const double disk = streamed == 0.0 ? expert_read : out->expert_read_bytes == 0.0 ? trunk_read : both;
+        const double busy = compute + exposed;
+        out->disk_seconds = disk;
         out->seconds = busy > disk ? busy : disk;
         out->bound = disk > busy;
     }

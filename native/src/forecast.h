@@ -9,6 +9,9 @@
  *    "memory_bandwidth": B,        bytes/s, the triad on `threads` threads
  *    "disk_sequential": D,         bytes/s, cold sequential reads at the trunk's block sizes
  *    "disk_expert": X,             bytes/s, cold expert-sized reads on io_threads readers
+ *    "disk_mixed": M,              bytes/s, both at once (all bytes over the wall-clock time)
+ *    "read_cpu_per_byte": r,       CPU-seconds a byte read costs (the copy out of the page
+ *                                  cache), taken from the compute while reads overlap it
  *    "kinds": {"dense": K, "kda_moe": K, "mla_moe": K, "lm_head": K},
  *    "verify": [{"positions": n, "factor": g}, ...]}
  * where each K is {"seconds": s, "ffn_seconds": f, "bytes": b}: one resident pass of one
@@ -26,8 +29,12 @@
  *     pool (an LRU under evenly spread routing keeps about that share)
  *   exposed e'_l = max(0, e_l - f_l): expert reads overlap the layer's own FFN
  *   streamed trunk S = sum of the unpinned layers' bytes, read at D
- *   one ring slot:       T = sum c_l + S / D + sum e'_l    (trunk reads never overlap)
- *   two slots or pinned: T = max(sum c_l + sum e'_l, S / D + sum e_l)
+ *   reads that overlap compute slow it by their CPU: C = sum c_l + r x (E, plus S with two
+ *     slots), E the expert bytes read
+ *   one ring slot:       T = C + S / D + sum e'_l    (trunk reads never overlap)
+ *   two slots or pinned: T = max(C + sum e'_l, disk) where disk is S / D with no
+ *     expert reads, sum e_l with no trunk reads, and (S + E) / M with both: the trunk
+ *     reader and the expert readers read at once, as the mixed probe does
  *   plus lm_head: s / b x its bytes x g(n).
  * A mapped trunk or mapped experts have no forecast: the page cache decides what stays. */
 #ifndef K3_FORECAST_H
@@ -47,7 +54,7 @@ typedef struct forecast_kind {
 typedef struct forecast_profile {
     char source[256];
     int threads, io_threads;
-    double memory_bandwidth, disk_sequential, disk_expert;
+    double memory_bandwidth, disk_sequential, disk_expert, disk_mixed, read_cpu_per_byte;
     forecast_kind dense, kda_moe, mla_moe, lm_head;
     int n_verify;
     int verify_positions[FORECAST_MAX_VERIFY]; /* ascending, the first is 1 */

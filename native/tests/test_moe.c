@@ -88,7 +88,7 @@ static void expected(const moe_case *c, const double *z, const int chosen[K], co
     }
 }
 
-/* Runs one token through moe_forward; returns 0, or -1 when the call failed. */
+/* Runs n tokens through moe_forward; returns 0, or -1 when the call failed. */
 static int run(const moe_case *c, const float *x, int n, float *out, int *selected) {
     float *scratch = malloc(sizeof(float) * (size_t)moe_scratch_floats(&c->dims, n));
     k3_error err = {K3_OK, ""};
@@ -98,74 +98,69 @@ static int run(const moe_case *c, const float *x, int n, float *out, int *select
     return s == K3_OK ? 0 : -1;
 }
 
+/* The one-hot token whose logits are the case's logits0. */
+static const float E0[D] = {1.0f, 0.0f, 0.0f, 0.0f};
+
+/* Largest |out - expected| over the output, relative to 1 + |expected|, for the experts
+ * `chosen` with weights `weight` applied to the one-hot token. */
+static double routed_error(const moe_case *c, const float *out, const int chosen[K], const double weight[K]) {
+    const double z[L] = {1.0, 0.0, 0.0, 0.0};
+    double want[D], worst = 0.0;
+    expected(c, z, chosen, weight, want);
+    for (int j = 0; j < D; j++)
+        worst = fmax(worst, fabs(out[j] - want[j]) / (1.0 + fabs(want[j])));
+    return worst;
+}
+
 static const float LOGITS[E] = {4.0f, -3.0f, 2.5f, 0.5f, -1.0f, 3.0f};
 /* Without bias the top 3 are 0, 5, 2; the bias lifts 3 (0.62 + 0.9) over all and drops 5. */
 static const float BIAS[E] = {0.0f, 0.0f, 0.0f, 0.9f, 0.0f, -0.5f};
+static const int CHOSEN[K] = {0, 2, 3};
+
+static moe_case the_case; /* static: a failed CHECK returns without freeing anything */
 
 TEST(moe_routing_selects_by_score_plus_bias_and_weights_by_renormalised_plain_scores) {
-    moe_case *c = malloc(sizeof *c);
+    moe_case *c = &the_case;
     setup(c, LOGITS, BIAS, 1, 1.0f);
-    const float x[D] = {1.0f, 0.0f, 0.0f, 0.0f};
     float out[D];
     int sel[K];
-    CHECK(run(c, x, 1, out, sel) == 0);
-    CHECK_INT(sel[0], 0);
-    CHECK_INT(sel[1], 2);
-    CHECK_INT(sel[2], 3);
-    const int chosen[K] = {0, 2, 3};
+    CHECK(run(c, E0, 1, out, sel) == 0);
+    CHECK(memcmp(sel, CHOSEN, sizeof sel) == 0);
     const double sum = sig(4.0) + sig(2.5) + sig(0.5);
     const double weight[K] = {sig(4.0) / sum, sig(2.5) / sum, sig(0.5) / sum};
-    const double z[L] = {1.0, 0.0, 0.0, 0.0};
-    double want[D];
-    expected(c, z, chosen, weight, want);
-    for (int j = 0; j < D; j++)
-        CHECK_NEAR(out[j], want[j], 1e-5 * (1.0 + fabs(want[j])));
-    /* The bias used as a weight, or renormalisation dropped, would be far off here. */
-    double wrong[D];
-    const double unnormalised[K] = {sig(4.0), sig(2.5), sig(0.5)};
-    expected(c, z, chosen, unnormalised, wrong);
-    double gap = 0.0;
-    for (int j = 0; j < D; j++)
-        gap = fmax(gap, fabs(wrong[j] - want[j]));
-    CHECK(gap > 0.1);
-    free(c);
+    CHECK(routed_error(c, out, CHOSEN, weight) < 1e-5);
+    /* Renormalisation dropped, or the bias used in the weights, would be far off here. */
+    const double plain[K] = {sig(4.0), sig(2.5), sig(0.5)};
+    const double biased_sum = sig(4.0) + sig(2.5) + sig(0.5) + 0.9;
+    const double biased[K] = {sig(4.0) / biased_sum, sig(2.5) / biased_sum, (sig(0.5) + 0.9) / biased_sum};
+    CHECK(routed_error(c, out, CHOSEN, plain) > 0.1);
+    CHECK(routed_error(c, out, CHOSEN, biased) > 0.01);
 }
 
 TEST(moe_routing_without_renormalisation_scales_the_plain_scores) {
-    moe_case *c = malloc(sizeof *c);
+    moe_case *c = &the_case;
     setup(c, LOGITS, BIAS, 0, 2.5f);
-    const float x[D] = {1.0f, 0.0f, 0.0f, 0.0f};
     float out[D];
     int sel[K];
-    CHECK(run(c, x, 1, out, sel) == 0);
-    const int chosen[K] = {0, 2, 3};
+    CHECK(run(c, E0, 1, out, sel) == 0);
     const double weight[K] = {2.5 * sig(4.0), 2.5 * sig(2.5), 2.5 * sig(0.5)};
-    const double z[L] = {1.0, 0.0, 0.0, 0.0};
-    double want[D];
-    expected(c, z, chosen, weight, want);
-    for (int j = 0; j < D; j++)
-        CHECK_NEAR(out[j], want[j], 1e-5 * (1.0 + fabs(want[j])));
-    free(c);
+    CHECK(routed_error(c, out, CHOSEN, weight) < 1e-5);
 }
 
 TEST(moe_routing_ties_go_to_the_lower_expert_id) {
     /* Experts 1 and 4 tie for the third place (equal logits, no bias). */
     const float logits[E] = {5.0f, 1.0f, -2.0f, 4.0f, 1.0f, -6.0f};
     const float bias[E] = {0};
-    moe_case *c = malloc(sizeof *c);
-    setup(c, logits, bias, 1, 1.0f);
-    const float x[D] = {1.0f, 0.0f, 0.0f, 0.0f};
+    setup(&the_case, logits, bias, 1, 1.0f);
     float out[D];
     int sel[K];
-    CHECK(run(c, x, 1, out, sel) == 0);
-    CHECK_INT(sel[0], 0);
-    CHECK_INT(sel[1], 1);
-    CHECK_INT(sel[2], 3);
-    free(c);
+    CHECK(run(&the_case, E0, 1, out, sel) == 0);
+    const int want[K] = {0, 1, 3};
+    CHECK(memcmp(sel, want, sizeof sel) == 0);
 }
 
 TEST(moe_batch_routes_each_token_as_if_alone_bit_for_bit) {
-    moe_case *c = malloc(sizeof *c);
+    moe_case *c = &the_case;
     setup(c, LOGITS, BIAS, 1, 1.0f);
     /* Three tokens with different routings (the router's other columns are random). */
     const float x[3 * D] = {1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f, 0.5f, 0.0f, -0.3f, 0.0f, 0.0f, 1.2f};
@@ -180,5 +175,4 @@ TEST(moe_batch_routes_each_token_as_if_alone_bit_for_bit) {
         differs |= memcmp(sel_alone, sel_batch, sizeof sel_alone) != 0;
     }
     CHECK(differs); /* the tokens did not all route alike */
-    free(c);
 }

@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
+#include "clock.h"
 #include "commands.h"
 #include "diskprobe.h"
 #include "k3.h"
@@ -28,12 +28,6 @@
 
 #define SCALE_MAX_POSITIONS 17
 #define SCALE_MAX_DISK 8
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 /* The clock and the counters at one moment of a pass. */
 typedef struct {
@@ -83,7 +77,7 @@ static mark mark_now(const k3_model *model) {
     k3_memory_counters m;
     k3_counters_get(&c);
     k3_model_memory_counters(model, &m);
-    return (mark){now_s(), c.weight_bytes_read, m.trunk_wait_seconds, m.expert_wait_seconds, m.expert_requests,
+    return (mark){clock_now_s(), c.weight_bytes_read, m.trunk_wait_seconds, m.expert_wait_seconds, m.expert_requests,
                   m.expert_bytes_read};
 }
 
@@ -133,7 +127,7 @@ static k3_status timed_decode(recorder *r, k3_context *ctx, const int32_t *ids, 
     const double cpu0 = cpu_now();
     r->start = r->prev = mark_now(r->model);
     const k3_status s = k3_decode(ctx, ids, n, NULL, 0, argmax);
-    out->seconds = now_s() - r->start.t;
+    out->seconds = clock_now_s() - r->start.t;
     out->cpu_s = cpu_now() - cpu0;
     r->into = NULL;
     out->embed_s = r->embed_s;
@@ -144,10 +138,15 @@ static k3_status timed_decode(recorder *r, k3_context *ctx, const int32_t *ids, 
 
 typedef struct {
     const char *dir, *out;
+    const char *disk_extents; /* NULL: the probes read whole shards */
     int threads, prompt_len, steps, rounds, repeat, cold_each_token, prefill, verify_reps;
     int positions[SCALE_MAX_POSITIONS], n_positions;
     uint64_t disk_blocks[SCALE_MAX_DISK];
     int n_disk, disk_random;
+    double disk_mixed_gb; /* > 0: also both probes at once, the sequential one over this
+                             many GB at the largest --disk block size */
+    int disk_twice; /* run each probe twice and keep the second: bytes a virtual disk's host
+                       has just served come back from its cache, as a pass's re-reads do */
     double disk_gb;
     run_memory memory;
 } scale_options;
@@ -201,8 +200,19 @@ static int parse_options(int argc, char **argv, scale_options *o) {
                      : !strcmp(a, "--verify-reps")   ? &o->verify_reps
                      : !strcmp(a, "--disk-random")   ? &o->disk_random
                                                      : NULL;
+        double *gb = !strcmp(a, "--disk-gb") ? &o->disk_gb : !strcmp(a, "--disk-mixed") ? &o->disk_mixed_gb : NULL;
         if (!strcmp(a, "--repeat")) {
             o->repeat = 1;
+        } else if (!strcmp(a, "--disk-twice")) {
+            o->disk_twice = 1;
+        } else if (gb && v) {
+            char *end;
+            *gb = strtod(v, &end);
+            if (*end || !(*gb > 0.0 && *gb <= 1000.0))
+                return usage_error(gb == &o->disk_gb ? "--disk-gb: expected GB (0 to 1000] to read per probe, got"
+                                                     : "--disk-mixed: expected GB (0 to 1000] of sequential reads, got",
+                                   v);
+            i++;
         } else if (!strcmp(a, "--cold-each-token")) {
             o->cold_each_token = 1;
         } else if (count) {
@@ -221,11 +231,8 @@ static int parse_options(int argc, char **argv, scale_options *o) {
             for (int k = 0; k < o->n_disk; k++)
                 o->disk_blocks[k] = (uint64_t)mb[k] * 1000000ULL;
             i++;
-        } else if (!strcmp(a, "--disk-gb") && v) {
-            char *end;
-            o->disk_gb = strtod(v, &end);
-            if (*end || !(o->disk_gb > 0.0 && o->disk_gb <= 1000.0))
-                return usage_error("--disk-gb: expected GB to read per probe, got", v);
+        } else if (!strcmp(a, "--disk-extents") && v) {
+            o->disk_extents = v;
             i++;
         } else if (!strcmp(a, "--out") && v) {
             o->out = v;
@@ -242,9 +249,11 @@ static int parse_options(int argc, char **argv, scale_options *o) {
 static void json_disk(FILE *f, const char *key, const diskprobe_result *d, int n) {
     fprintf(f, ",\n  \"%s\": [", key);
     for (int i = 0; i < n; i++)
-        fprintf(f, "%s\n    {\"block\": %llu, \"readers\": %d, \"bytes\": %llu, \"seconds\": %.6f, \"read_seconds\": %.6f}",
+        fprintf(f,
+                "%s\n    {\"block\": %llu, \"readers\": %d, \"bytes\": %llu, \"seconds\": %.6f, \"read_seconds\": %.6f, "
+                "\"cpu_seconds\": %.6f}",
                 i ? "," : "", (unsigned long long)d[i].block, d[i].readers, (unsigned long long)d[i].bytes,
-                d[i].seconds, d[i].read_seconds);
+                d[i].seconds, d[i].read_seconds, d[i].cpu_seconds);
     fprintf(f, "\n  ]");
 }
 
@@ -287,7 +296,7 @@ int scale_main(int argc, char **argv) {
     load_average(load_before);
 
     /* The disk first, while nothing of the model is in memory. */
-    diskprobe_result seq[SCALE_MAX_DISK], rnd = {0};
+    diskprobe_result seq[SCALE_MAX_DISK], rnd = {0}, mixed = {0};
     k3_plan probe_plan;
     char detail[2048];
     if (o.n_disk || o.disk_random) {
@@ -302,21 +311,36 @@ int scale_main(int argc, char **argv) {
         /* Each block size reads its own stretch: on a virtual disk a stretch read once comes
          * back faster from the host's cache. */
         const uint64_t bytes = (uint64_t)(o.disk_gb * 1e9);
-        if (diskprobe_sequential(o.dir, block, (uint64_t)k * bytes, bytes, &seq[k], detail, sizeof detail)) {
-            fprintf(stderr, "k3 bench-scale: disk probe failed: %s\n", detail);
-            return 1;
-        }
+        for (int pass = 0; pass <= o.disk_twice; pass++)
+            if (diskprobe_sequential(o.dir, o.disk_extents, block, (uint64_t)k * bytes, bytes, &seq[k], detail,
+                                     sizeof detail)) {
+                fprintf(stderr, "k3 bench-scale: disk probe failed: %s\n", detail);
+                return 1;
+            }
         fprintf(stderr, "k3 bench-scale: disk, cold, sequential %.1f MB blocks: %.1f MB/s\n", (double)block / 1e6,
                 (double)seq[k].bytes / seq[k].seconds / 1e6);
     }
-    if (o.disk_random) {
-        if (diskprobe_random(o.dir, probe_plan.expert_slot_bytes, o.disk_random, o.memory.io_threads, 7, &rnd, detail,
-                             sizeof detail)) {
+    for (int pass = 0; o.disk_random && pass <= o.disk_twice; pass++) {
+        if (diskprobe_random(o.dir, o.disk_extents, probe_plan.expert_slot_bytes, o.disk_random, o.memory.io_threads,
+                             7, &rnd, detail, sizeof detail)) {
             fprintf(stderr, "k3 bench-scale: disk probe failed: %s\n", detail);
             return 1;
         }
         fprintf(stderr, "k3 bench-scale: disk, cold, %d random expert-sized reads on %d readers: %.1f MB/s\n",
                 o.disk_random, rnd.readers, (double)rnd.bytes / rnd.seconds / 1e6);
+    }
+    for (int pass = 0; o.disk_mixed_gb > 0.0 && o.disk_random && o.n_disk && pass <= o.disk_twice; pass++) {
+        uint64_t block = 0;
+        for (int k = 0; k < o.n_disk; k++)
+            block = o.disk_blocks[k] > block ? o.disk_blocks[k] : block;
+        if (diskprobe_mixed(o.dir, o.disk_extents, block ? block : probe_plan.expert_slot_bytes, 0,
+                            (uint64_t)(o.disk_mixed_gb * 1e9), probe_plan.expert_slot_bytes, o.disk_random,
+                            o.memory.io_threads, 7, &mixed, detail, sizeof detail)) {
+            fprintf(stderr, "k3 bench-scale: disk probe failed: %s\n", detail);
+            return 1;
+        }
+        fprintf(stderr, "k3 bench-scale: disk, cold, both at once: %.1f MB/s\n",
+                (double)mixed.bytes / mixed.seconds / 1e6);
     }
 
     int max_positions = 1;
@@ -338,13 +362,13 @@ int scale_main(int argc, char **argv) {
     membw tr = {0};
     FILE *f = NULL;
     const int n_verify = o.n_positions * o.verify_reps;
-    const double t_open = now_s();
+    const double t_open = clock_now_s();
     k3_status s = k3_model_open(o.dir, &o.memory.params, &model, detail, sizeof detail);
     if (s != K3_OK) {
         fprintf(stderr, "k3 bench-scale: loading the model failed (%s): %s\n", k3_status_name(s), detail);
         return s == K3_ERR_BUDGET ? 3 : 1;
     }
-    const double open_s = now_s() - t_open;
+    const double open_s = clock_now_s() - t_open;
     const int n_layers = k3_model_layer_count(model), vocab = k3_model_vocab_size(model);
     if ((s = k3_context_open(model, &cp, &ctx, detail, sizeof detail)) != K3_OK) {
         fprintf(stderr, "k3 bench-scale: creating the context failed (%s): %s\n", k3_status_name(s), detail);
@@ -375,7 +399,7 @@ int scale_main(int argc, char **argv) {
         ids[i] = (int32_t)((seed >> 8) % (unsigned)vocab);
     }
     run_memory_start(&o.memory, model);
-    const double t_run = now_s();
+    const double t_run = clock_now_s();
     if (o.prefill) {
         if ((s = timed_decode(&rec, ctx, ids, o.prefill, NULL, &prefill)) != K3_OK)
             goto failed;
@@ -397,9 +421,9 @@ int scale_main(int argc, char **argv) {
             steps[i].bandwidth = steps[i - 1].bandwidth;
         }
         if (o.cold_each_token) {
-            const double d0 = now_s();
+            const double d0 = clock_now_s();
             run_memory_drop_page_cache(o.dir);
-            drop_s += now_s() - d0;
+            drop_s += clock_now_s() - d0;
         }
         if (o.repeat && (s = k3_sync(ctx, ids, o.prompt_len, NULL)) != K3_OK)
             goto failed;
@@ -411,23 +435,23 @@ int scale_main(int argc, char **argv) {
             ids[len++] = tok;
         fprintf(stderr, "k3 bench-scale: step %d: %.3f s\n", i, steps[i].seconds);
     }
-    /* Verification passes: n positions at once, from the same point, the first repetition
-     * filling the cache with their experts. */
-    for (int p = 0; p < o.n_positions; p++) {
-        const int n = o.positions[p];
-        if ((s = k3_sync(ctx, ids, len, NULL)) != K3_OK || (s = k3_checkpoint(ctx)) != K3_OK)
-            goto failed;
-        for (int k = 0; k < o.verify_reps; k++) {
+    /* Verification passes: n positions at once, all from the same point; the counts take
+     * turns within each repetition, so a moment of other work on the machine slows one
+     * repetition of every count rather than every repetition of one count. */
+    if (o.n_positions && ((s = k3_sync(ctx, ids, len, NULL)) != K3_OK || (s = k3_checkpoint(ctx)) != K3_OK))
+        goto failed;
+    for (int k = 0; k < o.verify_reps; k++)
+        for (int p = 0; p < o.n_positions; p++) {
             if (o.cold_each_token)
                 run_memory_drop_page_cache(o.dir);
             if ((s = k3_sync(ctx, ids, len, NULL)) != K3_OK ||
-                (s = timed_decode(&rec, ctx, ids + len, n, argmax, &verify[p * o.verify_reps + k])) != K3_OK)
+                (s = timed_decode(&rec, ctx, ids + len, o.positions[p], argmax, &verify[p * o.verify_reps + k])) !=
+                    K3_OK)
                 goto failed;
+            fprintf(stderr, "k3 bench-scale: verify %d positions: %.3f s\n", o.positions[p],
+                    verify[p * o.verify_reps + k].seconds);
         }
-        fprintf(stderr, "k3 bench-scale: verify %d positions: %.3f s (last of %d)\n", n,
-                verify[p * o.verify_reps + o.verify_reps - 1].seconds, o.verify_reps);
-    }
-    const double wall = now_s() - t_run - drop_s;
+    const double wall = clock_now_s() - t_run - drop_s;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const double peak_rss = (double)ru.ru_maxrss * 1024.0;
@@ -439,10 +463,10 @@ int scale_main(int argc, char **argv) {
         goto done;
     }
     fprintf(f, "{\n  \"model\": \"%s\",\n  \"threads\": %d,\n  \"io_threads\": %d,\n  \"repeat\": %d,\n"
-               "  \"cold_each_token\": %d,\n  \"prompt_tokens\": %d,\n  \"open_seconds\": %.3f,\n"
+               "  \"cold_each_token\": %d,\n  \"disk_twice\": %d,\n  \"prompt_tokens\": %d,\n  \"open_seconds\": %.3f,\n"
                "  \"load_average\": [%.2f, %.2f, %.2f, %.2f, %.2f, %.2f],\n  \"peak_rss_bytes\": %.0f,\n"
                "  \"drop_seconds\": %.6f,\n  \"layers\": [",
-            o.dir, o.threads, o.memory.io_threads, o.repeat, o.cold_each_token, o.prompt_len, open_s, load_before[0],
+            o.dir, o.threads, o.memory.io_threads, o.repeat, o.cold_each_token, o.disk_twice, o.prompt_len, open_s, load_before[0],
             load_before[1], load_before[2], load_after[0], load_after[1], load_after[2], peak_rss, drop_s);
     for (int l = 0; l < n_layers; l++)
         fprintf(f, "%s{\"mixer\": \"%s\", \"ffn\": \"%s\"}", l ? ", " : "", l < 64 ? rec.mixer[l] : "",
@@ -470,6 +494,7 @@ int scale_main(int argc, char **argv) {
     fprintf(f, "\n  ]");
     json_disk(f, "disk_sequential", seq, o.n_disk);
     json_disk(f, "disk_random", &rnd, o.disk_random ? 1 : 0);
+    json_disk(f, "disk_mixed", &mixed, mixed.bytes ? 1 : 0);
     run_memory_json(&o.memory, f);
     fprintf(f, "\n}\n");
     if (fclose(f) != 0) {

@@ -8,24 +8,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 #define PROBE_MAX_SHARDS 4096
 #define PROBE_MAX_READERS 16
+#define PROBE_MAX_EXTENTS (1 << 20)
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
+/* len bytes at offset of shard. */
+typedef struct {
+    int shard;
+    uint64_t offset, len;
+} probe_extent;
 
+/* The shards, and what the probes read of them: the sequential stream (seq, in order) and
+ * the pool random reads draw whole extents from (rnd; none: block-sized pieces at random
+ * offsets of the shards). */
 typedef struct {
     int fd[PROBE_MAX_SHARDS];
     uint64_t size[PROBE_MAX_SHARDS];
+    char *name[PROBE_MAX_SHARDS];
     int n;
     uint64_t total;
+    probe_extent *seq, *rnd;
+    int n_seq, n_rnd;
+    uint64_t seq_total;
 } shard_set;
 
 static int by_name(const void *a, const void *b) {
@@ -33,37 +43,91 @@ static int by_name(const void *a, const void *b) {
 }
 
 static void shards_close(shard_set *s) {
-    for (int i = 0; i < s->n; i++)
+    for (int i = 0; i < s->n; i++) {
         close(s->fd[i]);
-    s->n = 0;
+        free(s->name[i]);
+    }
+    free(s->seq);
+    free(s->rnd);
+    memset(s, 0, sizeof *s);
 }
 
-/* Opens dir's *.safetensors in name order and drops them from the page cache. */
-static int shards_open(const char *dir, shard_set *s, char *why, int why_size) {
+static int add_extent(probe_extent **list, int *n, int shard, uint64_t offset, uint64_t len) {
+    if (*n >= PROBE_MAX_EXTENTS)
+        return -1;
+    if ((*n & (*n - 1)) == 0) { /* grow at powers of two */
+        probe_extent *grown = realloc(*list, sizeof **list * (size_t)(*n ? 2 * *n : 1));
+        if (!grown)
+            return -1;
+        *list = grown;
+    }
+    (*list)[(*n)++] = (probe_extent){shard, offset, len};
+    return 0;
+}
+
+/* Reads the extents file: lines "SHARD_NAME OFFSET LENGTH KIND", KIND t (the sequential
+ * stream) or e (a random read's unit), each inside its shard. */
+static int read_extents(const char *path, shard_set *s, char *why, int why_size) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(why, (size_t)why_size, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char name[256], kind[4];
+    unsigned long long offset, len;
+    int line = 0, rc = 0, got;
+    while (!rc && (got = fscanf(f, "%255s %llu %llu %3s", name, &offset, &len, kind)) != EOF) {
+        line++;
+        int shard = -1;
+        for (int i = 0; got == 4 && i < s->n; i++)
+            if (!strcmp(s->name[i], name))
+                shard = i;
+        if (got != 4 || shard < 0 || (strcmp(kind, "t") && strcmp(kind, "e")) || len == 0 ||
+            offset > s->size[shard] || len > s->size[shard] - offset) {
+            snprintf(why, (size_t)why_size, "%s line %d: expected 'SHARD OFFSET LENGTH t|e' inside one of the shards", path,
+                     line);
+            rc = -1;
+        } else if (add_extent(kind[0] == 't' ? &s->seq : &s->rnd, kind[0] == 't' ? &s->n_seq : &s->n_rnd, shard, offset,
+                              len)) {
+            snprintf(why, (size_t)why_size, "%s: more than %d extents, or out of memory", path, PROBE_MAX_EXTENTS);
+            rc = -1;
+        } else if (kind[0] == 't') {
+            s->seq_total += len;
+        }
+    }
+    fclose(f);
+    if (!rc && (s->n_seq == 0 || s->n_rnd == 0)) {
+        snprintf(why, (size_t)why_size, "%s names no %s extent", path, s->n_seq == 0 ? "sequential (t)" : "random (e)");
+        rc = -1;
+    }
+    return rc;
+}
+
+/* Opens dir's *.safetensors in name order, drops them from the page cache and sets what
+ * the probes read (extents NULL: every shard in order, random offsets). */
+static int shards_open(const char *dir, const char *extents, shard_set *s, char *why, int why_size) {
     memset(s, 0, sizeof *s);
     DIR *d = opendir(dir);
     if (!d) {
         snprintf(why, (size_t)why_size, "cannot open %s: %s", dir, strerror(errno));
         return -1;
     }
-    char *names[PROBE_MAX_SHARDS];
-    int n = 0;
     struct dirent *e;
-    while ((e = readdir(d)) && n < PROBE_MAX_SHARDS) {
+    while ((e = readdir(d)) && s->n < PROBE_MAX_SHARDS) {
         const size_t len = strlen(e->d_name);
         if (len >= 12 && !strcmp(e->d_name + len - 12, ".safetensors"))
-            names[n++] = strdup(e->d_name);
+            s->name[s->n++] = strdup(e->d_name);
     }
     closedir(d);
-    qsort(names, (size_t)n, sizeof names[0], by_name);
+    qsort(s->name, (size_t)s->n, sizeof s->name[0], by_name);
     int rc = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < s->n; i++) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        free(names[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, s->name[i]);
+        struct stat st;
+        s->fd[i] = -1;
         if (rc)
             continue;
-        struct stat st;
         const int fd = open(path, O_RDONLY);
         if (fd < 0 || fstat(fd, &st) != 0) {
             snprintf(why, (size_t)why_size, "cannot open %s: %s", path, strerror(errno));
@@ -73,17 +137,33 @@ static int shards_open(const char *dir, shard_set *s, char *why, int why_size) {
             continue;
         }
         posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-        s->fd[s->n] = fd;
-        s->size[s->n++] = (uint64_t)st.st_size;
+        s->fd[i] = fd;
+        s->size[i] = (uint64_t)st.st_size;
         s->total += (uint64_t)st.st_size;
     }
     if (!rc && s->n == 0) {
         snprintf(why, (size_t)why_size, "%s holds no .safetensors shard to read", dir);
         rc = -1;
     }
+    if (!rc && extents) {
+        rc = read_extents(extents, s, why, why_size);
+    } else if (!rc) {
+        for (int i = 0; !rc && i < s->n; i++)
+            rc = add_extent(&s->seq, &s->n_seq, i, 0, s->size[i]);
+        s->seq_total = s->total;
+        if (rc)
+            snprintf(why, (size_t)why_size, "out of memory listing the shards");
+    }
     if (rc)
-        shards_close(s);
+        shards_close(s); /* close(-1) of a shard never opened is harmless */
     return rc;
+}
+
+static double cpu_now(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec * 1e-6;
 }
 
 /* Reads len bytes at off of fd fully; 0, or -1 on a short read or error. */
@@ -99,10 +179,10 @@ static int read_fully(int fd, uint8_t *buf, uint64_t len, uint64_t off) {
     return 0;
 }
 
-int diskprobe_sequential(const char *dir, uint64_t block, uint64_t skip, uint64_t bytes, diskprobe_result *out,
-                         char *why, int why_size) {
+int diskprobe_sequential(const char *dir, const char *extents, uint64_t block, uint64_t skip, uint64_t bytes,
+                         diskprobe_result *out, char *why, int why_size) {
     shard_set s;
-    if (shards_open(dir, &s, why, why_size))
+    if (shards_open(dir, extents, &s, why, why_size))
         return -1;
     uint8_t *buf = malloc(block);
     memset(out, 0, sizeof *out);
@@ -111,31 +191,34 @@ int diskprobe_sequential(const char *dir, uint64_t block, uint64_t skip, uint64_
     int rc = buf ? 0 : -1;
     if (!buf)
         snprintf(why, (size_t)why_size, "out of memory for a %llu-byte block", (unsigned long long)block);
-    /* The shards as one stream of s.total bytes, read from skip on and wrapping to the
-     * start, at most once over. */
-    if (bytes > s.total)
-        bytes = s.total;
-    uint64_t at = skip % s.total;
-    const double t0 = now_s();
+    /* The stream of s.seq_total bytes, read from skip on and wrapping to the start, at
+     * most once over; a read never crosses an extent's end. */
+    if (bytes > s.seq_total)
+        bytes = s.seq_total;
+    uint64_t at = skip % s.seq_total;
+    const double t0 = clock_now_s(), c0 = cpu_now();
     while (!rc && out->bytes < bytes) {
         int i = 0;
         uint64_t off = at;
-        while (off >= s.size[i])
-            off -= s.size[i++];
-        uint64_t len = s.size[i] - off < block ? s.size[i] - off : block;
+        while (off >= s.seq[i].len)
+            off -= s.seq[i++].len;
+        const probe_extent *x = &s.seq[i];
+        uint64_t len = x->len - off < block ? x->len - off : block;
         if (len > bytes - out->bytes)
             len = bytes - out->bytes;
-        const double r0 = now_s();
-        if (read_fully(s.fd[i], buf, len, off)) {
-            snprintf(why, (size_t)why_size, "reading shard %d at %llu failed", i, (unsigned long long)off);
+        const double r0 = clock_now_s();
+        if (read_fully(s.fd[x->shard], buf, len, x->offset + off)) {
+            snprintf(why, (size_t)why_size, "reading %s at %llu failed", s.name[x->shard],
+                     (unsigned long long)(x->offset + off));
             rc = -1;
             break;
         }
-        out->read_seconds += now_s() - r0;
+        out->read_seconds += clock_now_s() - r0;
         out->bytes += len;
-        at = (at + len) % s.total;
+        at = (at + len) % s.seq_total;
     }
-    out->seconds = now_s() - t0;
+    out->seconds = clock_now_s() - t0;
+    out->cpu_seconds = cpu_now() - c0;
     free(buf);
     shards_close(&s);
     return rc;
@@ -152,12 +235,20 @@ typedef struct {
     double read_seconds;
 } random_job;
 
-/* The i-th random block: a shard chosen by size, a 4 KiB-aligned offset inside it. */
+/* The i-th random read: a whole extent of the pool, or a block at a 4 KiB-aligned offset
+ * of a shard chosen by size. */
 static void pick(const random_job *j, int i, int *shard, uint64_t *off, uint64_t *len) {
     uint64_t x = (uint64_t)j->seed * 0x9e3779b97f4a7c15ULL + (uint64_t)(i + 1) * 0xbf58476d1ce4e5b9ULL;
     x ^= x >> 31;
     x *= 0x94d049bb133111ebULL;
     x ^= x >> 29;
+    if (j->s->n_rnd) {
+        const probe_extent *e = &j->s->rnd[x % (uint64_t)j->s->n_rnd];
+        *shard = e->shard;
+        *off = e->offset;
+        *len = e->len;
+        return;
+    }
     uint64_t at = x % j->s->total;
     int k = 0;
     while (at >= j->s->size[k])
@@ -170,7 +261,10 @@ static void pick(const random_job *j, int i, int *shard, uint64_t *off, uint64_t
 
 static void *random_reader(void *arg) {
     random_job *j = arg;
-    uint8_t *buf = malloc(j->block);
+    uint64_t biggest = j->block;
+    for (int i = 0; i < j->s->n_rnd; i++)
+        biggest = j->s->rnd[i].len > biggest ? j->s->rnd[i].len : biggest;
+    uint8_t *buf = malloc(biggest);
     double busy = 0.0;
     uint64_t got = 0;
     for (;;) {
@@ -184,9 +278,9 @@ static void *random_reader(void *arg) {
         int shard;
         uint64_t off, len;
         pick(j, i, &shard, &off, &len);
-        const double r0 = now_s();
+        const double r0 = clock_now_s();
         const int bad = read_fully(j->s->fd[shard], buf, len, off);
-        busy += now_s() - r0;
+        busy += clock_now_s() - r0;
         got += len;
         if (bad) {
             pthread_mutex_lock(&j->lock);
@@ -202,18 +296,16 @@ static void *random_reader(void *arg) {
     return NULL;
 }
 
-int diskprobe_random(const char *dir, uint64_t block, int count, int readers, unsigned seed, diskprobe_result *out,
-                     char *why, int why_size) {
-    shard_set s;
-    if (shards_open(dir, &s, why, why_size))
-        return -1;
+/* The random reads on an open shard set. */
+static int random_reads(const shard_set *s, uint64_t block, int count, int readers, unsigned seed,
+                        diskprobe_result *out, char *why, int why_size) {
     if (readers < 1)
         readers = 1;
     if (readers > PROBE_MAX_READERS)
         readers = PROBE_MAX_READERS;
-    random_job j = {&s, block, count, seed, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0.0};
+    random_job j = {s, block, count, seed, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0.0};
     pthread_t tid[PROBE_MAX_READERS];
-    const double t0 = now_s();
+    const double t0 = clock_now_s(), c0 = cpu_now();
     int started = 0;
     for (; started < readers; started++)
         if (pthread_create(&tid[started], NULL, random_reader, &j))
@@ -221,16 +313,66 @@ int diskprobe_random(const char *dir, uint64_t block, int count, int readers, un
     for (int i = 0; i < started; i++)
         pthread_join(tid[i], NULL);
     memset(out, 0, sizeof *out);
-    out->block = block;
+    out->block = s->n_rnd ? s->rnd[0].len : block;
     out->readers = started;
     out->bytes = j.bytes;
-    out->seconds = now_s() - t0;
+    out->seconds = clock_now_s() - t0;
     out->read_seconds = j.read_seconds;
-    shards_close(&s);
+    out->cpu_seconds = cpu_now() - c0;
     if (started == 0 || j.failed) {
         snprintf(why, (size_t)why_size, "random reads of %llu bytes failed (%d readers started)",
                  (unsigned long long)block, started);
         return -1;
     }
     return 0;
+}
+
+int diskprobe_random(const char *dir, const char *extents, uint64_t block, int count, int readers, unsigned seed,
+                     diskprobe_result *out, char *why, int why_size) {
+    shard_set s;
+    if (shards_open(dir, extents, &s, why, why_size))
+        return -1;
+    const int rc = random_reads(&s, block, count, readers, seed, out, why, why_size);
+    shards_close(&s);
+    return rc;
+}
+
+typedef struct {
+    const char *dir, *extents;
+    uint64_t block, skip, bytes;
+    diskprobe_result result;
+    int rc;
+    char why[512];
+} sequential_job;
+
+static void *sequential_thread(void *arg) {
+    sequential_job *j = arg;
+    j->rc = diskprobe_sequential(j->dir, j->extents, j->block, j->skip, j->bytes, &j->result, j->why,
+                                 (int)sizeof j->why);
+    return NULL;
+}
+
+int diskprobe_mixed(const char *dir, const char *extents, uint64_t seq_block, uint64_t skip, uint64_t seq_bytes,
+                    uint64_t block, int count, int readers, unsigned seed, diskprobe_result *out, char *why,
+                    int why_size) {
+    sequential_job job = {dir, extents, seq_block, skip, seq_bytes, {0}, 0, ""};
+    pthread_t seq;
+    const double t0 = clock_now_s(), c0 = cpu_now();
+    if (pthread_create(&seq, NULL, sequential_thread, &job)) {
+        snprintf(why, (size_t)why_size, "cannot start the sequential reader");
+        return -1;
+    }
+    diskprobe_result rnd;
+    const int rc = diskprobe_random(dir, extents, block, count, readers, seed, &rnd, why, why_size);
+    pthread_join(seq, NULL);
+    memset(out, 0, sizeof *out);
+    out->block = block;
+    out->readers = rnd.readers + 1;
+    out->bytes = rnd.bytes + job.result.bytes;
+    out->seconds = clock_now_s() - t0;
+    out->read_seconds = rnd.read_seconds + job.result.read_seconds;
+    out->cpu_seconds = cpu_now() - c0;
+    if (!rc && job.rc)
+        snprintf(why, (size_t)why_size, "%s", job.why);
+    return rc || job.rc ? -1 : 0;
 }

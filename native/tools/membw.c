@@ -3,13 +3,8 @@
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
+#include "clock.h"
 
 typedef struct {
     float *a;
@@ -55,14 +50,14 @@ double membw_triad(const membw *tr, int threads) {
         threads = 1;
     double best = 0.0;
     for (int rep = 0; rep < 3; rep++) {
-        const double t0 = now_s();
+        const double t0 = clock_now_s();
         for (int t = 0; t < threads; t++) {
             part[t] = (triad_part){tr->a, tr->b, tr->c, tr->n * t / threads, tr->n * (t + 1) / threads};
             pthread_create(&tid[t], NULL, triad_run, &part[t]);
         }
         for (int t = 0; t < threads; t++)
             pthread_join(tid[t], NULL);
-        const double bw = 3.0 * tr->n * sizeof(float) / (now_s() - t0);
+        const double bw = 3.0 * tr->n * sizeof(float) / (clock_now_s() - t0);
         if (bw > best)
             best = bw;
     }

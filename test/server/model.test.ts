@@ -57,6 +57,35 @@ test('a load reports work-done progress and loading status with the shard bytes;
   }
 });
 
+test("the preset list carries the engine's seconds-per-token forecast where this machine has a profile, and none without", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const store = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-model-'));
+  const profile = path.join(store, 'machine-profile.json');
+  const kind = { seconds: 0.1, ffn_seconds: 0.05, bytes: 1e9 };
+  fs.writeFileSync(profile, JSON.stringify({
+    format: 'k3-machine-profile', version: 1, source: 'test', threads: 2, io_threads: 2, memory_bandwidth: 2e10,
+    disk_sequential: 1e9, disk_expert: 1e9, disk_mixed: 1.5e9, read_cpu_per_byte: 0,
+    kinds: { dense: kind, kda_moe: kind, mla_moe: kind, lm_head: { ...kind, ffn_seconds: 0 } }, verify: [{ positions: 1, factor: 1 }],
+  }));
+  const before = process.env.K3_MACHINE_PROFILE;
+  try {
+    for (const [file, expected] of [[profile, true], [path.join(store, 'none.json'), false]] as const) {
+      process.env.K3_MACHINE_PROFILE = file; // the server process inherits it
+      const server = await startServer({ storagePath: store, preset: 'auto', settings });
+      try {
+        const list = await server.connection.sendRequest(PresetsListRequest.type);
+        for (const p of list.presets.filter((x) => x.trunkBytes !== undefined)) {
+          assert.equal(p.secondsPerToken !== undefined && p.secondsPerToken > 0, expected, `${p.id}: ${p.secondsPerToken}`);
+        }
+      } finally {
+        await server.shutdown();
+      }
+    }
+  } finally {
+    if (before === undefined) delete process.env.K3_MACHINE_PROFILE;
+    else process.env.K3_MACHINE_PROFILE = before;
+  }
+});
+
 test("presets come from the engine's table; the chosen one is saved for the workspace and reloads the model", { timeout: TEST_TIMEOUT_MS }, async () => {
   const store = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-model-'));
   const server = await startServer({ modelPath: dir, storagePath: store, preset: 'auto', settings });

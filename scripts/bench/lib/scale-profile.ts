@@ -32,6 +32,7 @@ export interface DiskProbe {
   bytes: number;
   seconds: number;
   read_seconds: number;
+  cpu_seconds: number;
 }
 
 export interface ScaleRun {
@@ -49,6 +50,7 @@ export interface ScaleRun {
   verify: { positions: number; pass: Pass }[];
   disk_sequential: DiskProbe[];
   disk_random: DiskProbe[];
+  disk_mixed: DiskProbe[];
   memory: {
     trunk_budget_bytes: number;
     expert_cache_budget_bytes: number;
@@ -151,6 +153,8 @@ export interface MachineProfile {
   memory_bandwidth: number;
   disk_sequential: number;
   disk_expert: number;
+  disk_mixed: number;
+  read_cpu_per_byte: number;
   kinds: Record<KindName, KindFigure>;
   verify: { positions: number; factor: number }[];
 }
@@ -161,7 +165,7 @@ export interface MachineProfile {
  */
 export function makeProfile(
   resident: ScaleRun,
-  disk: { sequential: DiskProbe; expert: DiskProbe },
+  disk: { sequential: DiskProbe; expert: DiskProbe; mixed: DiskProbe },
   expertBytes: number,
   source: string,
 ): MachineProfile {
@@ -180,7 +184,25 @@ export function makeProfile(
     memory_bandwidth: median(bandwidths),
     disk_sequential: probeRate(disk.sequential),
     disk_expert: probeRate(disk.expert),
+    disk_mixed: probeRate(disk.mixed),
+    read_cpu_per_byte: disk.expert.cpu_seconds / disk.expert.bytes,
     kinds,
     verify: verifyFactors(resident, expertSeconds).map(({ positions, factor }) => ({ positions, factor })),
   };
+}
+
+/** One row of `k3 forecast --json`. */
+export interface ForecastRow {
+  preset: string;
+  trunk_bytes: number;
+  expert_cache_bytes: number;
+  positions: number;
+  seconds: number;
+  compute_seconds: number;
+  disk_seconds: number;
+  exposed_expert_seconds: number;
+  trunk_read_bytes: number;
+  expert_read_bytes: number;
+  expert_hit_rate: number;
+  bound: string;
 }

@@ -1,0 +1,88 @@
+// scale-profile.test.ts - the arithmetic that turns `k3 bench-scale` runs into the figures
+// of docs/SCALE.md and the machine profile (scripts/bench/lib/scale-profile.ts), on
+// hand-made runs: per-kind medians over the steady steps (the first step, which fills the
+// caches, left out), the verify factor with the experts' and the waits' part taken away,
+// and the profile's fields.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { kindFigures, makeProfile, verifyFactors, type LayerRecord, type Pass, type ScaleRun } from '../../scripts/bench/lib/scale-profile';
+
+/** A layer record: mixer and FFN seconds, bytes, waits, distinct experts. */
+function rec(mixer: number, ffn: number, bytes: number, experts = 0, wait = 0): LayerRecord {
+  return [mixer, ffn, bytes / 2, bytes / 2, 0, wait, experts, 0];
+}
+
+function pass(scale: number, experts = 4, wait = 0, bandwidth = 10e9): Pass {
+  return {
+    seconds: scale * (0.3 + 0.2 + 0.2 + 0.15 + 0.25) + wait,
+    cpu_s: 1,
+    embed_s: 0,
+    head_s: 0.25 * scale,
+    head_bytes: 2e9,
+    bandwidth,
+    layers: [rec(0.1 * scale, 0.2 * scale, 2e9), rec(0.1 * scale, 0.1 * scale, 1e9, experts, wait), rec(0.05 * scale, 0.1 * scale, 0.5e9, experts)],
+  };
+}
+
+const run: ScaleRun = {
+  model: 'm',
+  threads: 2,
+  io_threads: 2,
+  repeat: 1,
+  cold_each_token: 0,
+  load_average: [1, 1, 1, 1, 1, 1],
+  peak_rss_bytes: 1,
+  open_seconds: 1,
+  layers: [
+    { mixer: 'kda', ffn: 'mlp' },
+    { mixer: 'kda', ffn: 'moe' },
+    { mixer: 'mla', ffn: 'moe' },
+  ],
+  // The first step is slow (caches filling) and must not count; then 1x, 1.2x, 1x.
+  steps: [pass(5, 4, 0, 8e9), pass(1, 4, 0, 10e9), pass(1.2, 4, 0, 12e9), pass(1, 4, 0, 11e9)],
+  prefill: null,
+  verify: [
+    { positions: 1, pass: pass(1) },
+    { positions: 1, pass: pass(1.1) },
+    // Two positions: twice the experts, a wait of 0.3 s; the rest 1.5x a single pass.
+    { positions: 2, pass: { ...pass(1.5, 8, 0.3) } },
+  ],
+  disk_sequential: [{ block: 256e6, readers: 1, bytes: 4e9, seconds: 2, read_seconds: 2, cpu_seconds: 0.5 }],
+  disk_random: [{ block: 17e6, readers: 2, bytes: 1.7e9, seconds: 4, read_seconds: 8, cpu_seconds: 0.34 }],
+  disk_mixed: [{ block: 17e6, readers: 3, bytes: 5e9, seconds: 2.5, read_seconds: 9, cpu_seconds: 1 }],
+  memory: {} as ScaleRun['memory'],
+};
+
+test('kind figures are the medians over the steady steps, the first step left out', () => {
+  const k = kindFigures(run);
+  assert.ok(Math.abs(k.dense.seconds - 0.3) < 1e-12);
+  assert.ok(Math.abs(k.dense.ffn_seconds - 0.2) < 1e-12);
+  assert.equal(k.dense.bytes, 2e9);
+  assert.ok(Math.abs(k.kda_moe.seconds - 0.2) < 1e-12);
+  assert.ok(Math.abs(k.mla_moe.seconds - 0.15) < 1e-12);
+  assert.ok(Math.abs(k.lm_head.seconds - 0.25) < 1e-12);
+});
+
+test('the verify factor leaves out the experts\' compute and the waits, fastest repetition first', () => {
+  const expertSeconds = 0.01;
+  const [one, two] = verifyFactors(run, expertSeconds);
+  assert.equal(one.positions, 1);
+  assert.equal(one.factor, 1);
+  // Each pass: 8 distinct experts at positions 1 (4 per MoE layer), 16 at 2.
+  const rest1 = pass(1).seconds - 8 * expertSeconds;
+  const rest2 = pass(1.5, 8, 0.3).seconds - 0.3 - 16 * expertSeconds;
+  assert.ok(Math.abs(two.factor - rest2 / rest1) < 1e-12, `${two.factor}`);
+  assert.equal(two.experts, 16);
+});
+
+test('the profile takes the median triad, the probes\' aggregate rates and the kinds', () => {
+  const p = makeProfile(run, { sequential: run.disk_sequential[0], expert: run.disk_random[0], mixed: run.disk_mixed[0] }, 17e6, 'test');
+  assert.equal(p.format, 'k3-machine-profile');
+  assert.equal(p.memory_bandwidth, 10.5e9); // median of 8, 10, 12, 11
+  assert.equal(p.disk_sequential, 2e9);
+  assert.equal(p.disk_expert, 1.7e9 / 4);
+  assert.equal(p.disk_mixed, 2e9);
+  assert.equal(p.read_cpu_per_byte, 0.34 / 1.7e9);
+  assert.deepEqual(Object.keys(p.kinds).sort(), ['dense', 'kda_moe', 'lm_head', 'mla_moe']);
+  assert.deepEqual(p.verify.map((v) => v.positions), [1, 2]);
+});

@@ -1,0 +1,165 @@
+// forecast.test.ts - the per-token forecast (native/src/forecast.h) through `k3 forecast` and
+// `k3 --list-presets`, from hand-made machine profiles: a resident model costs its kinds'
+// seconds scaled by its bytes and reads nothing; streaming adds the disk as the model says
+// (one ring slot in series, two overlapped); a faster disk never forecasts slower; a
+// verifying pass costs more than a serial one; a mapped model has no forecast; a bad
+// profile is refused naming the field. Whether the forecast matches measured passes is
+// the scale bench's business (docs/SCALE.md), not a test's.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { expectedTensors, ffnKind, mixerKind, parseConfig, tensorBytes } from '../reference';
+import type { ForecastRow } from '../../scripts/bench/lib/scale-profile';
+import { k3Binaries } from '../support/engine';
+import { ensureFixture } from '../support/fixtures';
+
+const dir = ensureFixture({ gate: 'lowerbound' });
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-forecast-'));
+process.on('exit', () => fs.rmSync(tmp, { recursive: true, force: true }));
+
+const KINDS = {
+  dense: { seconds: 0.3, ffn_seconds: 0.2, bytes: 2e9 },
+  kda_moe: { seconds: 0.2, ffn_seconds: 0.1, bytes: 1.5e9 },
+  mla_moe: { seconds: 0.15, ffn_seconds: 0.1, bytes: 1e9 },
+  lm_head: { seconds: 0.25, ffn_seconds: 0, bytes: 2.3e9 },
+};
+
+function profile(overrides: Record<string, unknown> = {}): string {
+  const file = path.join(tmp, `profile-${Math.random().toString(36).slice(2)}.json`);
+  const p = {
+    format: 'k3-machine-profile',
+    version: 1,
+    source: 'test',
+    threads: 2,
+    io_threads: 2,
+    memory_bandwidth: 20e9,
+    disk_sequential: 1e9,
+    disk_expert: 0.5e9,
+    disk_mixed: 1.2e9,
+    read_cpu_per_byte: 0,
+    kinds: KINDS,
+    verify: [
+      { positions: 1, factor: 1 },
+      { positions: 3, factor: 1.5 },
+    ],
+    ...overrides,
+  };
+  fs.writeFileSync(file, JSON.stringify(p));
+  return file;
+}
+
+type Forecast = ForecastRow;
+
+function forecast(args: string[], env: Record<string, string> = {}): Forecast[] {
+  const r = spawnSync(k3Binaries.plain, ['forecast', ...args, '--json'], { encoding: 'utf8', env: { ...process.env, ...env } });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout) as Forecast[];
+}
+
+// The tiny fixture's trunk bytes per layer and its lm_head, from the spec's tensor table.
+const config = parseConfig(JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8')));
+const tensors = expectedTensors(config);
+const layerBytes = Array.from({ length: config.numLayers }, (_, l) =>
+  [...tensors.entries()]
+    .filter(([n, t]) => n.includes(`.layers.${l}.`) && !n.includes('.experts.') && t.shape.length === 2 && t.dtype === 'BF16')
+    .reduce((s, [, t]) => s + tensorBytes(t), 0),
+);
+const expertBytes = [...tensors.entries()].filter(([n]) => n.includes('.layers.1.block_sparse_moe.experts.0.')).reduce((s, [, t]) => s + tensorBytes(t), 0);
+const lmHead = tensorBytes(tensors.get('language_model.lm_head.weight') as { dtype: 'BF16'; shape: number[] });
+const slot = Math.ceil(expertBytes / 64) * 64;
+const pool = config.numExperts * layerBytes.filter((_, l) => ffnKind(config, l) === 'moe').length;
+
+test('a resident model forecasts its kinds\' seconds per byte times its own bytes, and reads nothing', () => {
+  const [f] = forecast([dir, '--profile', profile(), '--trunk-gb', '1', '--cache-gb', String((pool * slot) / 1e9 + 1e-4)]);
+  // Within 1 %: the engine counts each layer's tensors 64-byte aligned in a slot.
+  let want = (KINDS.lm_head.seconds / KINDS.lm_head.bytes) * lmHead;
+  layerBytes.forEach((b, l) => {
+    const moe = ffnKind(config, l) === 'moe';
+    const k = !moe ? KINDS.dense : mixerKind(config, l) === 'kda' ? KINDS.kda_moe : KINDS.mla_moe;
+    want += (k.seconds / k.bytes) * (b + (moe ? config.topK * slot : 0));
+  });
+  assert.ok(Math.abs(f.compute_seconds - want) < 1e-2 * want, `${f.compute_seconds} against ${want}`);
+  assert.equal(f.seconds, f.compute_seconds);
+  assert.equal(f.disk_seconds, 0);
+  assert.equal(f.expert_hit_rate, 1);
+  assert.equal(f.bound, 'memory');
+});
+
+test('streaming adds the disk: in series through one ring slot, overlapped through two', () => {
+  const p = profile({ disk_sequential: 1e6, disk_expert: 1e6, disk_mixed: 1.5e6 }); // slow enough to dominate
+  const largest = Math.max(...layerBytes);
+  const [one] = forecast([dir, '--profile', p, '--trunk-gb', String((largest + 1e5) / 1e9), '--cache-gb', String((config.topK * slot + 10) / 1e9)]);
+  assert.equal(one.bound, 'disk');
+  assert.ok(one.trunk_read_bytes > 0.99 * layerBytes.reduce((a, b) => a + b, 0));
+  // One slot: compute, trunk reads and exposed expert reads add up.
+  const trunkSeconds = one.trunk_read_bytes / 1e6;
+  assert.ok(Math.abs(one.seconds - (one.compute_seconds + trunkSeconds + one.exposed_expert_seconds)) < 1e-6 * one.seconds);
+  const [two] = forecast([dir, '--profile', p, '--trunk-gb', String((3 * largest) / 1e9), '--cache-gb', String((config.topK * slot + 10) / 1e9)]);
+  // Two slots (or more pinned): the larger of compute and disk, never their sum.
+  assert.ok(Math.abs(two.seconds - Math.max(two.compute_seconds + two.exposed_expert_seconds, two.disk_seconds)) < 1e-9 * two.seconds);
+  assert.ok(two.seconds < one.seconds);
+});
+
+test('reads that overlap compute add their CPU cost to it', () => {
+  const budgets = ['--preset', 'desktop'];
+  const [free] = forecast(['--profile', profile(), ...budgets]);
+  const [costly] = forecast(['--profile', profile({ read_cpu_per_byte: 1e-10 }), ...budgets]);
+  // Two ring slots: both the streamed trunk and the missed experts are read during compute.
+  const want = free.compute_seconds + 1e-10 * (free.trunk_read_bytes + free.expert_read_bytes);
+  assert.ok(Math.abs(costly.compute_seconds - want) < 1e-5 * want, `${costly.compute_seconds} against ${want}`); // JSON has 6 digits
+});
+
+test('a faster disk never forecasts slower, and verifying positions costs more than one', () => {
+  const budgets = ['--preset', 'laptop'];
+  const slow = forecast(['--profile', profile({ disk_sequential: 3e8, disk_expert: 3e8, disk_mixed: 3e8 }), ...budgets]);
+  const fast = forecast(['--profile', profile({ disk_sequential: 3e9, disk_expert: 3e9, disk_mixed: 3e9 }), ...budgets]);
+  assert.ok(fast[0].seconds < slow[0].seconds);
+  const p = profile();
+  const serial = forecast(['--profile', p, '--positions', '1'])[0];
+  const verify = forecast(['--profile', p, '--positions', '3'])[0];
+  assert.ok(verify.seconds > serial.seconds && verify.expert_read_bytes > serial.expert_read_bytes);
+  // Every preset of the release is forecast, and auto where this machine allows it.
+  assert.deepEqual(
+    forecast(['--profile', p], { K3_MEM_AVAILABLE: '64e9' }).map((f) => f.preset),
+    ['laptop', 'desktop', 'workstation', 'server', 'max', 'auto'],
+  );
+});
+
+test('a mapped model has no forecast, and a bad profile is refused naming the field', () => {
+  const mapped = spawnSync(k3Binaries.plain, ['forecast', dir, '--profile', profile(), '--trunk-gb', 'map'], { encoding: 'utf8' });
+  assert.equal(mapped.status, 1);
+  assert.match(mapped.stderr, /the trunk is mapped, so the page cache decides what stays in memory/);
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ disk_expert: -1 }, /disk_expert must be a positive number/],
+    [{ read_cpu_per_byte: 'fast' }, /read_cpu_per_byte must be a number of at least 0, found string/],
+    [{ kinds: { ...KINDS, mla_moe: undefined } }, /kinds\.mla_moe is missing, expected an object/],
+    [{ kinds: { ...KINDS, dense: { seconds: 1, ffn_seconds: 2, bytes: 1 } } }, /kinds\.dense\.ffn_seconds must be a number from 0 to its seconds/],
+    [{ verify: [{ positions: 2, factor: 1 }] }, /verify\[0\] must be .* positions ascending from 1/],
+    [{ version: 2 }, /is not a k3 machine profile of version 1/],
+  ];
+  for (const [bad, message] of cases) {
+    const r = spawnSync(k3Binaries.plain, ['forecast', '--profile', profile(bad), '--preset', 'laptop'], { encoding: 'utf8' });
+    assert.equal(r.status, 1, JSON.stringify(bad));
+    assert.match(r.stderr, message);
+  }
+  const missing = spawnSync(k3Binaries.plain, ['forecast', '--profile', path.join(tmp, 'none.json')], { encoding: 'utf8' });
+  assert.match(missing.stderr, /none\.json cannot be read: run `npm run bench -- scale`/);
+  const huge = path.join(tmp, 'huge.json');
+  fs.writeFileSync(huge, ' '.repeat(70_000));
+  assert.match(spawnSync(k3Binaries.plain, ['forecast', '--profile', huge], { encoding: 'utf8' }).stderr, /70000 bytes, more than a machine profile's 65536/);
+});
+
+test('--list-presets shows the forecast seconds per token from the machine profile', () => {
+  const p = profile();
+  const r = spawnSync(k3Binaries.plain, ['--list-presets'], { encoding: 'utf8', env: { ...process.env, K3_MACHINE_PROFILE: p, K3_MEM_AVAILABLE: '64e9' } });
+  assert.equal(r.status, 0, r.stderr);
+  const f = forecast(['--profile', p]);
+  for (const row of f.filter((x) => x.preset !== 'auto')) {
+    const shown = new RegExp(`\\n  ${row.preset} .* ([\\d.]+)  \\S`).exec(r.stdout);
+    assert.ok(shown && Math.abs(Number(shown[1]) - row.seconds) < 0.006, `${row.preset}: ${shown?.[1]} against ${row.seconds}`);
+  }
+  assert.ok(r.stdout.includes(`s/token: from ${p}`));
+});

@@ -39,6 +39,9 @@ const KINDS: Record<K3ErrorKind, { code: number; action: K3Action['kind'] }> = {
   'remote-model-missing': { code: K3ErrorCodes.ModelMissing, action: 'open-remote-settings' },
   'remote-timeout': { code: K3ErrorCodes.EngineFailed, action: 'open-remote-settings' },
   'remote-failed': { code: K3ErrorCodes.EngineFailed, action: 'show-logs' },
+  // Reported as problems and warnings, not as failed requests, except k3/state/clear.
+  'storage-unavailable': { code: K3ErrorCodes.EngineFailed, action: 'none' },
+  'conversation-changed': { code: K3ErrorCodes.EngineFailed, action: 'none' },
 };
 
 /** A failure the user can act on: what happened, and the action that helps. */

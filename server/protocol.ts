@@ -12,9 +12,16 @@ export interface InitializationOptions {
   /** Model folder (config.json, shards, tiktoken.model). Empty or absent: no model is
    * loaded until `k3/model/load` names one (status phase `no-model`). */
   modelPath?: string;
-  /** Per-workspace folder for chat history, saved engine state and the chosen preset.
+  /** Per-workspace folder for chat history, saved engine state and the chosen preset,
+   * shared by every window of the workspace (the server locks it for each write).
    * Absent: nothing is kept between runs. */
   storagePath?: string;
+  /** Folders where an older k3-code kept this workspace's state; their contents move to
+   * storagePath once. */
+  legacyStoragePaths?: string[];
+  /** What identifies the workspace (its folder URIs, or its workspace file), recorded in
+   * storagePath for people looking at it. */
+  workspace?: string[];
   /** Memory preset name (`auto`, `laptop`, ...); absent: the workspace's saved choice, else `auto`. */
   preset?: string;
   /** The `k3` settings section (the same shape `workspace/didChangeConfiguration` sends). */
@@ -55,7 +62,8 @@ export interface CompletionSettings {
 }
 
 export interface ChatSettings {
-  /** Most tokens of one reply (default 2048). */
+  /** Most tokens of one reply, reasoning included (default 4096; `k3.chat.maxTokens`). A
+   * model not trained for chat answers with at most 192. */
   maxTokens: number;
   /** New conversations think first (default true). */
   thinking: boolean;
@@ -132,7 +140,9 @@ export type K3ErrorKind =
   | 'remote-unauthorized'
   | 'remote-model-missing'
   | 'remote-timeout'
-  | 'remote-failed';
+  | 'remote-failed'
+  | 'storage-unavailable'
+  | 'conversation-changed';
 
 /** What the user can do about a failure; the extension shows it as a button. */
 export interface K3Action {
@@ -171,6 +181,28 @@ export interface LoadProgress {
   elapsedMs: number;
   /** Expected total, from the last load on this machine scaled by size; absent the first time. */
   estimateMs?: number;
+}
+
+/** The model loaded or loading, as its folder describes it. */
+export interface ModelInfo {
+  /** What the user calls it: `k3-mini` for the embedded default model, else the folder's name. */
+  name: string;
+  /** The folder. */
+  path: string;
+  /** Bytes of its weights (every shard). */
+  bytes: number;
+  /** Trained for chat: config.json's `k3_code.chat` (absent: true; the released K3 is). A
+   * model that is not (k3-mini, a code completer) still answers a chat message, as a short
+   * plain continuation labelled as coming from a completion model. */
+  chat: boolean;
+}
+
+/** Where the workspace's state is kept, and whether it can be now. */
+export interface StorageStatus {
+  /** The folder; absent when nothing is kept between runs. */
+  path?: string;
+  /** Why chat history and choices cannot be saved now (the window keeps them in memory). */
+  problem?: K3Problem;
 }
 
 /** What the engine runs right now. */
@@ -225,6 +257,10 @@ export interface StatusResult {
   phase: EnginePhase;
   /** The model folder loaded or loading. */
   modelPath?: string;
+  /** What that model is (absent with no model, and with the remote backend). */
+  model?: ModelInfo;
+  /** The per-workspace state folder. */
+  storage: StorageStatus;
   /** The memory preset in use. */
   preset: string;
   /** While `phase` is `loading`. */
@@ -369,6 +405,8 @@ export interface ChatMessage {
   createdAt: number;
   /** How an assistant reply ended. */
   stopReason?: ChatStopReason;
+  /** Set on a reply written by a model not trained for chat: that model's name. */
+  completionModel?: string;
 }
 
 /** `stop-token`: the model ended its turn; `length`: the token limit; `stopped`:
@@ -458,10 +496,9 @@ export namespace ConversationGetRequest {
   export const type = new RequestType<{ conversationId: string }, Conversation, K3ErrorData>(method);
 }
 
-export interface ConversationClearParams {
-  /** Absent: every conversation. */
-  conversationId?: string;
-}
+/** Exactly one of the two: one conversation, or every one (said explicitly). Anything else
+ * is InvalidParams and deletes nothing. */
+export type ConversationClearParams = { conversationId: string } | { all: true };
 
 /** `k3/conversation/clear`: deletes conversations with their saved state. */
 export namespace ConversationClearRequest {
@@ -494,6 +531,8 @@ export interface ChatMessageView {
   reasoning: string;
   /** `streaming` while tokens arrive; `stopped` when the user pressed Stop. */
   state: 'streaming' | 'done' | 'stopped' | 'error';
+  /** Shown with the reply: a model not trained for chat wrote it (its name). */
+  completionModel?: string;
   /** Why a reply failed, when `state` is `error`. */
   error?: string;
 }
@@ -509,11 +548,17 @@ export interface ConversationView extends ConversationSummaryView {
   messages: ChatMessageView[];
 }
 
-/** Whether the chat can answer now, and if not, the sentence that says why. */
+/** What a notice's button does (the host runs the matching command). */
+export type ChatActionView = 'choose-model-folder' | 'open-remote-settings';
+
+/** Whether the chat can answer now, and the sentences and ways out shown above the input. */
 export interface ChatAvailabilityView {
   canSend: boolean;
-  /** Shown above the input when `canSend` is false, or while the engine is busy loading. */
+  /** Why it cannot answer, what it is doing (loading), or what to know before sending (a
+   * model not trained for chat, history that cannot be kept); '' for nothing. */
   notice: string;
+  /** Buttons under the notice. */
+  actions: { action: ChatActionView; title: string }[];
 }
 
 /** Host -> page. */
@@ -546,4 +591,6 @@ export type FromWebview =
   /** A code block's Copy button. */
   | { type: 'copy'; text: string }
   /** A code block's Insert button: insert at the cursor of the last active editor. */
-  | { type: 'insert'; text: string };
+  | { type: 'insert'; text: string }
+  /** A button of the notice. */
+  | { type: 'action'; action: ChatActionView };

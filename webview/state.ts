@@ -12,7 +12,7 @@ export interface PageState {
 }
 
 export function initialState(): PageState {
-  return { conversations: [], current: null, availability: { canSend: false, notice: 'Connecting to K3…' }, focusRequests: 0 };
+  return { conversations: [], current: null, availability: { canSend: false, notice: 'Connecting to K3…', actions: [] }, focusRequests: 0 };
 }
 
 /** The message that is still streaming in the open conversation, if any. */

@@ -19,7 +19,8 @@ function setup(reply: Reply, stored: ConversationView[] = []) {
   const effects: string[] = [];
   let n = 0;
   const backend: ChatBackend = {
-    availability: () => ({ canSend: true, notice: '' }),
+    availability: () => ({ canSend: true, notice: '', actions: [] }),
+    completionModel: () => undefined,
     list: async () => stored.map(({ id, title, updatedAt }) => ({ id, title, updatedAt })),
     load: async (id) => structuredClone(stored.find((c) => c.id === id) ?? null),
     reply,
@@ -33,6 +34,7 @@ function setup(reply: Reply, stored: ConversationView[] = []) {
     inform: (m) => void effects.push(`inform ${m}`),
     thinking: (a) => void effects.push(a ? 'thinking' : 'idle'),
     speed: (tps) => void effects.push(`speed ${tps}`),
+    runAction: (a) => void effects.push(`action ${a}`),
     newId: () => `id${++n}`,
     now: () => 1000,
   });

@@ -33,7 +33,7 @@ test('with the remote backend the tooltip names the server and says presets appl
   assert.doesNotMatch(remote.ariaLabel, /Preset: laptop/);
 });
 
-const status = (over: Partial<StatusResult>): StatusResult => ({ engineVersion: '0.1.0', phase: 'ready', preset: 'auto', queued: { completion: 0, chat: 0 }, ...over });
+const status = (over: Partial<StatusResult>): StatusResult => ({ engineVersion: '0.1.0', phase: 'ready', preset: 'auto', queued: { completion: 0, chat: 0 }, storage: {}, ...over });
 
 test('a k3/status answer becomes the engine state, with load progress and the problem action', () => {
   const loading = engineFromStatus(

@@ -13,7 +13,7 @@ const conversation: ConversationView = {
   updatedAt: 1,
   messages: [{ id: 'm1', role: 'user', content: 'hi', reasoning: '', state: 'done' }, reply],
 };
-const availability = { canSend: true, notice: '' };
+const availability = { canSend: true, notice: '', actions: [] };
 
 function opened() {
   return reduce(initialState(), { type: 'snapshot', conversations: [conversation], current: conversation, availability });
@@ -56,8 +56,8 @@ test('a whole message replaces its namesake or is appended, and ends the stream'
 
 test('availability and focus requests update on their own', () => {
   let s = opened();
-  s = reduce(s, { type: 'availability', availability: { canSend: false, notice: 'The model is loading.' } });
-  assert.deepEqual(s.availability, { canSend: false, notice: 'The model is loading.' });
+  s = reduce(s, { type: 'availability', availability: { canSend: false, notice: 'The model is loading.', actions: [] } });
+  assert.deepEqual(s.availability, { canSend: false, notice: 'The model is loading.', actions: [] });
   assert.equal(s.current, conversation);
   s = reduce(reduce(s, { type: 'focusInput' }), { type: 'focusInput' });
   assert.equal(s.focusRequests, 2);

@@ -48,8 +48,8 @@ export function describeChatAvailability(facts: ChatFacts, connected: boolean): 
   const actions: ChatAvailabilityView['actions'] = [];
   if (model && !model.chat) {
     sentences.push(
-      `${model.name} is a code-completion model, not trained for chat: it continues your text as code and cannot answer questions. ` +
-        'If you send a message anyway, its reply is a short continuation, marked as such. For chat, use a Kimi K3 model folder or a remote K3 server.',
+      `${model.name} is a code-completion model, not trained for chat: it continues a message as code (briefly) and does not answer it. ` +
+        'For chat, use a Kimi K3 model folder or a remote K3 server.',
     );
     actions.push({ action: 'choose-model-folder', title: 'Choose a K3 Model Folder…' }, { action: 'open-remote-settings', title: 'Use a Remote K3 Server…' });
   }

@@ -6,7 +6,7 @@
 // the engine or the files; the only thing it keeps itself (vscode.setState) is the draft.
 import type { ChatMessageView, FromWebview, ToWebview } from '../server/protocol';
 import { renderMarkdown } from './markdown';
-import { initialState, reduce, streamingMessageId, type PageState } from './state';
+import { initialState, reduce, shownParts, streamingMessageId, type PageState } from './state';
 
 interface VsCodeApi {
   postMessage(message: FromWebview): void;
@@ -53,11 +53,8 @@ const openReasoning = new Set<string>();
 function renderMessage(m: ChatMessageView): HTMLElement {
   const box = el('div', { class: `message ${m.role}`, 'data-id': m.id, 'data-state': m.state });
   box.append(el('div', { class: 'who' }, m.role === 'user' ? 'You' : m.completionModel ?? 'K3'));
-  const thinkingNow = m.state === 'streaming' && !m.content;
-  // Reasoning folds only once the model closed it: while it streams it is in view, and a
-  // finished reply that never left its thinking shows that text as the answer.
-  const answer = m.role === 'assistant' && !m.content && !thinkingNow ? m.reasoning : m.content;
-  if (m.role === 'assistant' && m.reasoning && answer !== m.reasoning) {
+  const { answer, reasoning, thinking: thinkingNow } = shownParts(m);
+  if (reasoning) {
     const details = el('details', { class: 'reasoning' });
     if (thinkingNow || openReasoning.has(m.id)) details.open = true;
     details.addEventListener('toggle', () => {
@@ -66,7 +63,7 @@ function renderMessage(m: ChatMessageView): HTMLElement {
     });
     details.append(el('summary', {}, thinkingNow ? 'Thinking…' : 'Reasoning'));
     const body = el('div', { class: 'reasoning-body' });
-    body.innerHTML = renderMarkdown(m.reasoning);
+    body.innerHTML = renderMarkdown(reasoning);
     details.append(body);
     box.append(details);
   }

@@ -8,8 +8,8 @@
 // the history, saying so in its warnings; storage that cannot be written costs the
 // history, never the reply (a warning says so). Reasoning stays reasoning only when the
 // model closed it: a reply whose thinking never ended is shown as its answer. A model not
-// trained for chat (k3-mini, a code completer; server/engine/modelInfo.ts) gets no thinking
-// channel and a short cap, and its replies are labelled with its name. With a remote
+// trained for chat (k3-mini, a code completer; server/engine/modelInfo.ts) continues the
+// message as plain text instead (no chat format, a short cap), labelled with its name. With a remote
 // backend a turn goes to the remote server instead (server/remote/chat.ts) and is recorded
 // the same way, without engine state.
 import * as crypto from 'node:crypto';
@@ -31,6 +31,7 @@ import {
 } from '../protocol';
 import { Job } from '../scheduler';
 import { remoteTurn } from '../remote/chat';
+import type { LoadedEngine } from '../engine/host';
 import type { EngineSession } from '../engine/runner';
 import type { SavedStateRef, StoredConversation, StoredMessage } from '../state/store';
 
@@ -195,9 +196,15 @@ export class ChatService {
             createdAt: Date.now(),
             stopReason: reply.stopReason,
           };
-          return this.recordRemoteTurn(conv, userMessage, assistant, reply.stats, warnings);
+          return this.recordTurn(conv, userMessage, assistant, reply.stats, warnings, 'remote');
         }
         if (!engine) throw new Error('no engine for a local chat turn');
+        if (completionModel) {
+          host.chatHeld = undefined; // the session will hold the plain message, not the conversation
+          const reply = await this.continuation(engine, job, params.message, maxTokens, conv.id, messageId, () => (turn.generating = true));
+          const assistant: StoredMessage = { ...reply.message, id: messageId, completionModel };
+          return this.recordTurn(conv, userMessage, assistant, reply.stats, warnings, 'continuation');
+        }
         const { renderer } = engine;
         const thinking = conv.thinking;
         const previous = renderer.render(conv.messages, { thinking, generationPrompt: false });
@@ -272,7 +279,6 @@ export class ChatService {
           stopReason,
           ids: [...renderer.generationPrompt(thinking), ...gen.ids, ...closer],
         };
-        if (completionModel) assistant.completionModel = completionModel;
         const oldState = store.stateFile(conv);
         const saved = await this.saveState(es, job, conv.id, full.length, engine.fingerprint, warnings);
         conv.messages.push(userMessage, assistant);
@@ -356,14 +362,72 @@ export class ChatService {
     }
   }
 
-  /** Records a turn a remote server answered. A saved engine state stays: the local engine's
-   * rendering of the longer conversation still starts with what it holds. */
-  private recordRemoteTurn(
+  /**
+   * A model not trained for chat continues the message as the text it is (code, mostly),
+   * without the chat format around it, which such a model has never seen: `def fib(n):`
+   * gets the function's body. Streamed as the reply's content; nothing is saved for the
+   * next turn (each message is continued on its own).
+   */
+  private async continuation(
+    engine: LoadedEngine,
+    job: Job,
+    text: string,
+    maxTokens: number,
+    conversationId: string,
+    messageId: string,
+    generating: () => void,
+  ): Promise<{ message: Omit<StoredMessage, 'id'>; stats: ChatTurnStats }> {
+    const es = engine.chat;
+    const prompt = Array.from(engine.tokenizer.encode(text, false));
+    const prefill = await es.prefill(job, prompt, []);
+    generating();
+    const decoder = engine.tokenizer.stream();
+    let content = '';
+    const gen = await es.generate(job, prompt, {
+      maxTokens,
+      specMax: this.ctx.settings.engine.speculation,
+      stopIds: engine.renderer.stopIds,
+      contextIds: prompt,
+      onTokens: (ids) => {
+        let piece = '';
+        for (const id of ids) if (!engine.renderer.stopIds.includes(id)) piece += decoder.push(id);
+        content += piece;
+        if (piece) this.stream(conversationId, messageId, 'content', piece, job.tokens);
+      },
+    });
+    const tail = decoder.end();
+    if (tail) {
+      content += tail;
+      this.stream(conversationId, messageId, 'content', tail, gen.ids.length);
+    }
+    return {
+      message: { role: 'assistant', content, reasoning: '', createdAt: Date.now(), stopReason: gen.end },
+      stats: {
+        conversationId,
+        resumedFrom: 'none',
+        promptTokens: prompt.length,
+        reusedTokens: prefill.reused,
+        prefilledTokens: prefill.prefilled,
+        generatedTokens: gen.ids.length,
+        draftedTokens: gen.drafted,
+        acceptedTokens: gen.accepted,
+        prefillMs: prefill.ms,
+        generateMs: gen.ms,
+        tokensPerSecond: gen.ms > 0 ? (gen.ids.length * 1000) / gen.ms : 0,
+      },
+    };
+  }
+
+  /** Records a turn that left no engine state of its own: a remote server's, or a
+   * continuation. A saved engine state stays: the local engine's rendering of the longer
+   * conversation still starts with what it holds. */
+  private recordTurn(
     conv: StoredConversation,
     userMessage: StoredMessage,
     assistant: StoredMessage,
     stats: ChatTurnStats,
     warnings: K3Problem[],
+    kind: 'remote' | 'continuation',
   ): ChatSendResult {
     const { store, settings } = this.ctx;
     conv.messages.push(userMessage, assistant);
@@ -373,7 +437,7 @@ export class ChatService {
     store.enforceLimits(settings.state.maxBytes, settings.state.maxConversations, conv.id);
     this.ctx.status.lastChat = stats;
     this.ctx.log(
-      `chat turn (remote): prompt ${stats.promptTokens} tokens, reused ${stats.reusedTokens}, ` +
+      `chat turn (${kind}): prompt ${stats.promptTokens} tokens, reused ${stats.reusedTokens}, ` +
         `prefilled ${stats.prefilledTokens}, generated ${stats.generatedTokens} (${assistant.stopReason})`,
     );
     this.ctx.status.changed();

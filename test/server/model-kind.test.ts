@@ -12,11 +12,14 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { ResponseError } from 'vscode-languageserver-protocol/node';
 import { COMPLETION_MODEL_REPLY_TOKENS } from '../../server/chat/service';
-import { ChatSendRequest, K3ErrorCodes, ModelLoadRequest, StatusRequest, type K3ErrorData } from '../../server/protocol';
+import { Tokenizer } from '../../server/engine/tokenizer';
+import { ChatSendRequest, ConversationListRequest, K3ErrorCodes, ModelLoadRequest, StatusRequest, type K3ErrorData } from '../../server/protocol';
 import { linkCopy, rewrite } from '../support/checkpoint-edit';
 import { ensureFixture } from '../support/fixtures';
 import { startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';
-import { repoRoot } from '../support/paths';
+import { addonFile, repoRoot } from '../support/paths';
+
+process.env.K3_ADDON ??= addonFile;
 
 const fixture = ensureFixture({ gate: 'lowerbound' });
 const k3mini = path.join(repoRoot, 'media/models/k3-mini');
@@ -42,15 +45,21 @@ test('the status names the model, its size and whether it chats: the fixture (no
   }
 });
 
-test('a chat message to k3-mini gets a short plain continuation, no think channel, labelled as from a completion model', { timeout: TEST_TIMEOUT_MS }, async () => {
+test('a chat message to k3-mini gets a short continuation of the message itself, no think channel, labelled as from a completion model', { timeout: TEST_TIMEOUT_MS }, async () => {
   const storage = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-mini-chat-'));
   const server = await startServer({ modelPath: k3mini, storagePath: storage, settings: { ...settings, chat: { maxTokens: 4096 } } });
+  const message = 'def fibonacci(n):\n';
   try {
     await waitReady(server);
-    const r = await server.connection.sendRequest(ChatSendRequest.type, { message: 'How do I reverse a list in Python?' });
+    const r = await server.connection.sendRequest(ChatSendRequest.type, { message });
     assert.equal(r.message.completionModel, 'k3-mini');
     assert.equal(r.message.reasoning, '');
     assert.ok(r.stats.generatedTokens <= COMPLETION_MODEL_REPLY_TOKENS, `${r.stats.generatedTokens} tokens`);
+    const tok = Tokenizer.open(k3mini);
+    assert.equal(r.stats.promptTokens, tok.encode(message, false).length, 'the prompt is the message as text, no chat format around it');
+    tok.close();
+    const list = await server.connection.sendRequest(ConversationListRequest.type);
+    assert.equal(list.conversations[0].thinking, false);
     assert.notEqual(r.message.content.trim(), '', 'the continuation is shown as the reply');
     const streamed = server.streams.filter((s) => s.messageId === r.message.id);
     assert.deepEqual([...new Set(streamed.map((s) => s.channel))], ['content'], 'it streams as text, never as reasoning');

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ChatMessageView, ConversationView } from '../../server/protocol';
-import { initialState, reduce, streamingMessageId } from '../../webview/state';
+import { initialState, reduce, shownParts, streamingMessageId } from '../../webview/state';
 
 const reply: ChatMessageView = { id: 'm2', role: 'assistant', content: '', reasoning: '', state: 'streaming' };
 const conversation: ConversationView = {
@@ -65,4 +65,14 @@ test('availability and focus requests update on their own', () => {
 
 test('an unknown message type throws instead of being silently dropped', () => {
   assert.throws(() => reduce(initialState(), { type: 'bogus' } as never), /unknown message/);
+});
+
+test('reasoning is folded only once the model closed it: in view while it streams alone, the answer when it never ended', () => {
+  const m = (over: Partial<ChatMessageView>): ChatMessageView => ({ id: 'r', role: 'assistant', content: '', reasoning: '', state: 'done', ...over });
+  assert.deepEqual(shownParts(m({ state: 'streaming', reasoning: 'hmm' })), { answer: '', reasoning: 'hmm', thinking: true });
+  assert.deepEqual(shownParts(m({ state: 'streaming', reasoning: 'hmm', content: 'It' })), { answer: 'It', reasoning: 'hmm', thinking: false });
+  assert.deepEqual(shownParts(m({ reasoning: 'hmm', content: 'It is.' })), { answer: 'It is.', reasoning: 'hmm', thinking: false });
+  // A reply kept from before the server moved unclosed thinking into the answer.
+  assert.deepEqual(shownParts(m({ reasoning: 'all of it', state: 'stopped' })), { answer: 'all of it', reasoning: '', thinking: false });
+  assert.deepEqual(shownParts(m({ role: 'user', content: 'q', reasoning: 'x' })), { answer: 'q', reasoning: '', thinking: false });
 });

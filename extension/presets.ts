@@ -66,7 +66,7 @@ export function fitsWholeEverywhere(model: PresetModel, facts: ReadonlyMap<strin
 /** The picker's placeholder when the model fits whole in every preset, else undefined. */
 export function wholeModelNote(model: PresetModel | undefined, facts: ReadonlyMap<string, PresetFacts>): string | undefined {
   if (!model || !fitsWholeEverywhere(model, facts)) return undefined;
-  return `${model.name} (${formatBytes(model.bytes)}) fits whole in every preset; the choice matters for larger models such as the full K3`;
+  return `${model.name} (${formatBytes(model.bytes)}) fits whole in every preset; presets matter for larger models`;
 }
 
 export function presetItems(
@@ -110,7 +110,7 @@ export function presetItems(
     } else {
       detail = 'budgets and peak memory: not reported by the server';
     }
-    if (serverText) detail = `${serverText.replace(/\.$/, '')}. ${detail}`;
+    if (serverText) detail = `${serverText.replace(/\.$/, '')}. ${detail[0].toUpperCase()}${detail.slice(1)}`;
     return { preset, label, description, detail };
   });
 }

@@ -364,8 +364,8 @@ export class ChatService {
 
   /**
    * A model not trained for chat continues the message as the text it is (code, mostly),
-   * without the chat format around it, which such a model has never seen: `def fib(n):`
-   * gets the function's body. Streamed as the reply's content; nothing is saved for the
+   * on the line after it, without the chat format around it, which such a model has never
+   * seen. Streamed as the reply's content; nothing is saved for the
    * next turn (each message is continued on its own).
    */
   private async continuation(
@@ -378,7 +378,8 @@ export class ChatService {
     generating: () => void,
   ): Promise<{ message: Omit<StoredMessage, 'id'>; stats: ChatTurnStats }> {
     const es = engine.chat;
-    const prompt = Array.from(engine.tokenizer.encode(text, false));
+    // A message is whole lines: the continuation starts on the next one.
+    const prompt = Array.from(engine.tokenizer.encode(text.endsWith('\n') ? text : `${text}\n`, false));
     const prefill = await es.prefill(job, prompt, []);
     generating();
     const decoder = engine.tokenizer.stream();

@@ -60,7 +60,7 @@ describe('with k3-mini, a code-completion model', () => {
       assert.equal(await reply.locator('details.reasoning').count(), 0, 'nothing is folded');
       await reply.locator('.note.completion-model', { hasText: 'k3-mini is a code-completion model' }).waitFor();
       assert.equal(await reply.locator('.who').innerText(), 'k3-mini');
-      await s.screenshot('docs-chat-k3-mini');
+      await s.screenshot('docs-chat-panel');
     });
   });
 

@@ -76,7 +76,7 @@ test('the preset picker lists every preset, marks the recommended and current on
   assert.equal(items[0].description, 'recommended');
   assert.equal(items[1].label, '$(check) laptop');
   assert.equal(items[1].description, 'current · peak 12 GiB');
-  assert.match(items[1].detail, /^Small\. trunk 4\.0 GiB \+ expert cache 6\.0 GiB; full K3 peaks at 12 GiB: fits in the 16 GiB available$/);
+  assert.match(items[1].detail, /^Small\. Trunk 4\.0 GiB \+ expert cache 6\.0 GiB; full K3 peaks at 12 GiB: fits in the 16 GiB available$/);
   assert.match(items[2].detail, /does not fit in the 16 GiB available/);
   assert.match(presetItems([{ id: 'max' }], 'auto', GiB)[0].detail, /not reported by the server/);
 });
@@ -96,7 +96,7 @@ test('the preset picker sets each preset against the loaded model: once "fits wh
   ]);
   const presets = [{ id: 'auto' }, { id: 'laptop' }, { id: 'max' }, { id: 'mapped' }];
   const mini = { name: 'k3-mini', bytes: 15 * 2 ** 20 };
-  assert.equal(wholeModelNote(mini, facts), 'k3-mini (15 MiB) fits whole in every preset; the choice matters for larger models such as the full K3');
+  assert.equal(wholeModelNote(mini, facts), 'k3-mini (15 MiB) fits whole in every preset; presets matter for larger models');
   const small = presetItems(presets, 'auto', 16 * GiB, facts, 'auto', mini);
   assert.equal(small[1].detail, 'trunk 3.0 GiB + expert cache 1.0 GiB');
   assert.ok(small.every((i) => !/209 GiB|peak|fit/.test(`${i.description} ${i.detail}`)), 'no full-K3 figures for a model that fits anywhere');

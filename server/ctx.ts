@@ -145,6 +145,11 @@ export class ServerCtx {
     if (p.kind === 'storage-unavailable') this.status.changed();
   }
 
+  /** Detail a user sees in K3: Show Logs only with the output's level at Debug. */
+  debug(message: string): void {
+    this.connection.console.debug(message);
+  }
+
   log(message: string): void {
     this.connection.console.log(message);
   }

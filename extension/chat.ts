@@ -20,6 +20,8 @@ export interface ReplyResult {
   /** The reply as recorded. */
   reply: ChatMessageView;
   tokensPerSecond?: number;
+  /** What the server handled on the way and the user should read, as sentences. */
+  warnings?: string[];
 }
 
 /** Where replies and history come from (the language server; chatBackend.ts). */
@@ -230,6 +232,7 @@ export class ChatController {
       reply.reasoning = result.reply.reasoning;
       if (result.reply.completionModel) reply.completionModel = result.reply.completionModel;
       else delete reply.completionModel;
+      if (result.warnings?.length) reply.note = result.warnings.join(' ');
       reply.state = abort.signal.aborted || result.reply.state === 'stopped' ? 'stopped' : 'done';
       if (result.tokensPerSecond !== undefined) this.deps.speed(result.tokensPerSecond);
       if (result.conversationId !== conversation.id) this.rekey(conversation, result.conversationId);

@@ -141,6 +141,8 @@ export class ServerChatBackend implements ChatBackend {
         conversationId: r.conversationId,
         reply: messageView(r.message),
         tokensPerSecond: r.stats.tokensPerSecond,
+        // History that cannot be saved is said once, in the panel's notice, not per reply.
+        warnings: r.warnings.filter((w) => w.kind !== 'storage-unavailable').map((w) => w.message),
       };
     } catch (e) {
       throw new Error(describeRequestError(e));

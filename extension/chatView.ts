@@ -57,6 +57,10 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, vscode.Disp
       view.onDidDispose(() => {
         this.view = undefined;
       }),
+      // Another window of the workspace may have added conversations meanwhile.
+      view.onDidChangeVisibility(() => {
+        if (view.visible) void this.controller.refresh();
+      }),
     );
   }
 

@@ -550,6 +550,9 @@ export interface ChatMessageView {
   state: 'streaming' | 'done' | 'stopped' | 'error';
   /** Shown with the reply: a model not trained for chat wrote it (its name). */
   completionModel?: string;
+  /** Shown under the reply: what happened on the way (a saved state that could not be
+   * used, another window's version of the conversation kept instead of this reply). */
+  note?: string;
   /** Why a reply failed, when `state` is `error`. */
   error?: string;
 }

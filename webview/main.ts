@@ -89,6 +89,7 @@ function renderMessage(m: ChatMessageView): HTMLElement {
   }
   if (m.state === 'streaming' && !m.content && !m.reasoning) box.append(el('div', { class: 'pending' }, 'Waiting for the engine…'));
   if (m.state === 'stopped') box.append(el('div', { class: 'note' }, 'Stopped.'));
+  if (m.note) box.append(el('div', { class: 'note' }, m.note));
   if (m.state === 'error') box.append(el('div', { class: 'note error' }, m.error ?? 'The reply failed.'));
   return box;
 }

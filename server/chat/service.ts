@@ -32,7 +32,7 @@ import {
 import { Job } from '../scheduler';
 import { remoteTurn } from '../remote/chat';
 import type { LoadedEngine } from '../engine/host';
-import type { EngineSession } from '../engine/runner';
+import type { EngineSession, GenerateResult, PrefillResult } from '../engine/runner';
 import type { SavedStateRef, StoredConversation, StoredMessage } from '../state/store';
 
 /** Drafting material: the last this many tokens of the conversation. */
@@ -48,6 +48,29 @@ export const COMPLETION_MODEL_REPLY_TOKENS = 192;
 export function shownReply(reasoning: string, content: string, thinkingClosed: boolean): { reasoning: string; content: string } {
   if (thinkingClosed || content !== '') return { reasoning, content };
   return { reasoning: '', content: reasoning };
+}
+
+/** A local turn's numbers, from its prefill and generation. */
+function turnStats(
+  conversationId: string,
+  resumedFrom: ChatTurnStats['resumedFrom'],
+  promptTokens: number,
+  prefill: PrefillResult,
+  gen: GenerateResult,
+): ChatTurnStats {
+  return {
+    conversationId,
+    resumedFrom,
+    promptTokens,
+    reusedTokens: prefill.reused,
+    prefilledTokens: prefill.prefilled,
+    generatedTokens: gen.ids.length,
+    draftedTokens: gen.drafted,
+    acceptedTokens: gen.accepted,
+    prefillMs: prefill.ms,
+    generateMs: gen.ms,
+    tokensPerSecond: gen.ms > 0 ? (gen.ids.length * 1000) / gen.ms : 0,
+  };
 }
 
 function summary(c: StoredConversation): ConversationSummary {
@@ -294,19 +317,7 @@ export class ChatService {
         }
         store.enforceLimits(settings.state.maxBytes, settings.state.maxConversations, conv.id);
 
-        const stats: ChatTurnStats = {
-          conversationId: conv.id,
-          resumedFrom,
-          promptTokens: prompt.length,
-          reusedTokens: prefill.reused,
-          prefilledTokens: prefill.prefilled,
-          generatedTokens: gen.ids.length,
-          draftedTokens: gen.drafted,
-          acceptedTokens: gen.accepted,
-          prefillMs: prefill.ms,
-          generateMs: gen.ms,
-          tokensPerSecond: gen.ms > 0 ? (gen.ids.length * 1000) / gen.ms : 0,
-        };
+        const stats = turnStats(conv.id, resumedFrom, prompt.length, prefill, gen);
         this.ctx.status.lastChat = stats;
         this.ctx.log(
           `chat turn (${resumedFrom}): prompt ${stats.promptTokens} tokens, reused ${stats.reusedTokens}, ` +
@@ -403,19 +414,7 @@ export class ChatService {
     }
     return {
       message: { role: 'assistant', content, reasoning: '', createdAt: Date.now(), stopReason: gen.end },
-      stats: {
-        conversationId,
-        resumedFrom: 'none',
-        promptTokens: prompt.length,
-        reusedTokens: prefill.reused,
-        prefilledTokens: prefill.prefilled,
-        generatedTokens: gen.ids.length,
-        draftedTokens: gen.drafted,
-        acceptedTokens: gen.accepted,
-        prefillMs: prefill.ms,
-        generateMs: gen.ms,
-        tokensPerSecond: gen.ms > 0 ? (gen.ids.length * 1000) / gen.ms : 0,
-      },
+      stats: turnStats(conversationId, 'none', prompt.length, prefill, gen),
     };
   }
 

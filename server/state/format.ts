@@ -80,19 +80,26 @@ function parseMessage(v: unknown): StoredMessage | string {
   return out;
 }
 
-/** The conversation in `text`, or why it is not one. */
-export function parseConversation(text: string): StoredConversation | ParseFailure {
+/** The JSON object in `text` when it is a k3 file of `format` at `version`, or why not. */
+function parseVersioned(text: string, format: string, version: number, what: string): Record<string, unknown> | ParseFailure {
   let v: Record<string, unknown>;
   try {
     v = JSON.parse(text) as Record<string, unknown>;
   } catch (e) {
     return { problem: `not JSON (${(e as Error).message})` };
   }
-  if (!v || typeof v !== 'object' || v.format !== CONVERSATION_FORMAT) return { problem: 'not a k3 conversation file' };
-  if (v.version !== CONVERSATION_VERSION) {
-    const newer = typeof v.version === 'number' && v.version > CONVERSATION_VERSION;
-    return { problem: `format version ${String(v.version)}, this server reads ${CONVERSATION_VERSION}`, newer };
+  if (!v || typeof v !== 'object' || v.format !== format) return { problem: `not a k3 ${what} file` };
+  if (v.version !== version) {
+    const newer = typeof v.version === 'number' && v.version > version;
+    return { problem: `format version ${String(v.version)}, this server reads ${version}`, newer };
   }
+  return v;
+}
+
+/** The conversation in `text`, or why it is not one. */
+export function parseConversation(text: string): StoredConversation | ParseFailure {
+  const v = parseVersioned(text, CONVERSATION_FORMAT, CONVERSATION_VERSION, 'conversation');
+  if (isParseFailure(v)) return v;
   if (!isStr(v.id) || !isStr(v.title) || !isNum(v.createdAt) || !isNum(v.updatedAt) || typeof v.thinking !== 'boolean' || !Array.isArray(v.messages))
     return { problem: 'a field is missing or of the wrong type' };
   const messages: StoredMessage[] = [];
@@ -121,17 +128,8 @@ export function conversationText(c: StoredConversation): string {
 
 /** workspace.json's values, or why the text is not one. */
 export function parseWorkspace(text: string): WorkspaceFile | ParseFailure {
-  let v: Record<string, unknown>;
-  try {
-    v = JSON.parse(text) as Record<string, unknown>;
-  } catch (e) {
-    return { problem: `not JSON (${(e as Error).message})` };
-  }
-  if (!v || typeof v !== 'object' || v.format !== WORKSPACE_FORMAT) return { problem: 'not a k3 workspace file' };
-  if (v.version !== WORKSPACE_VERSION) {
-    const newer = typeof v.version === 'number' && v.version > WORKSPACE_VERSION;
-    return { problem: `format version ${String(v.version)}, this server reads ${WORKSPACE_VERSION}`, newer };
-  }
+  const v = parseVersioned(text, WORKSPACE_FORMAT, WORKSPACE_VERSION, 'workspace');
+  if (isParseFailure(v)) return v;
   const out: WorkspaceFile = {};
   if (isStr(v.preset)) out.preset = v.preset;
   const l = v.lastLoad as Record<string, unknown> | undefined;

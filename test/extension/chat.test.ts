@@ -197,3 +197,15 @@ test('a reply from a completion model is labelled from its first piece, and by t
   assert.equal(messages[0].completionModel, 'k3-mini', 'labelled while it streams');
   assert.equal(messages[messages.length - 1].completionModel, 'k3-mini');
 });
+
+test('what the server handled on the way is shown under the reply', async () => {
+  const { controller, posted } = setup(async () => ({
+    conversationId: 'c',
+    reply: { id: 'r', role: 'assistant', content: 'ok', reasoning: '', state: 'done' },
+    warnings: ['Another window of this workspace added to this conversation while this reply was written, so this reply was not kept.'],
+  }));
+  await controller.handle({ type: 'send', conversationId: null, text: 'hi' });
+  const last = posted[posted.length - 1];
+  assert.ok(last.type === 'message');
+  assert.match(last.message.note ?? '', /^Another window of this workspace/);
+});

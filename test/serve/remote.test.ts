@@ -138,8 +138,9 @@ test("chat replies through k3 serve equal the local engine's, and stream piece b
     const pieces = remote.streams.filter((s) => s.messageId === got.message.id);
     assert.ok(pieces.length > 1, `${pieces.length} pieces`);
     const text = (channel: string): string => pieces.filter((p) => p.channel === channel).map((p) => p.text).join('');
-    assert.equal(text('reasoning'), got.message.reasoning);
-    assert.equal(text('content'), got.message.content);
+    // Reasoning that never ended (32 tokens) is recorded as the answer; it streamed as reasoning.
+    assert.equal(text('reasoning') + text('content'), got.message.reasoning + got.message.content);
+    if (got.message.reasoning !== '') assert.equal(text('reasoning'), got.message.reasoning);
   }
 });
 

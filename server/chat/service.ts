@@ -40,7 +40,7 @@ const DRAFT_WINDOW = 8192;
 const TITLE_CHARS = 60;
 /** Most tokens of a reply from a model not trained for chat: a glimpse of what it
  * continues, not 2,048 tokens of it. */
-export const COMPLETION_MODEL_REPLY_TOKENS = 192;
+export const COMPLETION_MODEL_REPLY_TOKENS = 128;
 
 /** A reply's channels as shown: reasoning only when the model closed its thinking; a reply
  * whose thinking never ended (cut by the limit or a stop, or a model that never writes the

@@ -60,6 +60,8 @@ describe('with k3-mini, a code-completion model', () => {
       assert.equal(await reply.locator('details.reasoning').count(), 0, 'nothing is folded');
       await reply.locator('.note.completion-model', { hasText: 'k3-mini is a code-completion model' }).waitFor();
       assert.equal(await reply.locator('.who').innerText(), 'k3-mini');
+      // The page keeps the newest text in view; the picture starts at the question.
+      await chat.locator('#messages').evaluate((el) => (el.scrollTop = 0));
       await s.screenshot('docs-chat-panel');
     });
   });

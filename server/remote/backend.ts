@@ -134,6 +134,12 @@ export class RemoteBackend {
   private apiKey: string | undefined;
   /** Which server answers, from its listing. */
   private server: RemoteServerKind | undefined;
+
+  /** True when the server spells a healed prompt end itself (`k3 serve`'s `k3_heal`): token
+   * healing needs the model's tokenizer here too, to find where to back the prompt off. */
+  get heals(): boolean {
+    return this.server === 'k3-serve' && this.tokenizer !== undefined;
+  }
   /** Set while the server does not list k3.remote.model (or refused it with a 404):
    * requests fail with it without being sent, so status and requests say the same. */
   private modelProblem: RemoteError | undefined;

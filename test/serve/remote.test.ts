@@ -30,9 +30,9 @@ import { type Serve, startServe } from './support';
 
 process.env.K3_ADDON ??= addonFile;
 const dir = ensureFixture({ gate: 'lowerbound' });
-// A remote server does not heal tokens, so the local engine is told not to either, to
-// compare like with like; the fixture's random weights write junk, so no junk filter.
-const settings = { engine: { threads: 1, speculation: 4 }, completions: { maxTokens: 48, heal: false, filter: false } };
+// k3 serve heals the prompt end as the local engine does (k3_heal); the fixture's random
+// weights write junk, so no junk filter, to compare like with like.
+const settings = { engine: { threads: 1, speculation: 4 }, completions: { maxTokens: 48, filter: false } };
 const SERVE_ARGS = ['--ctx', '4096', '--spec', '4'];
 
 let serve: Serve;
@@ -92,17 +92,25 @@ test('a newer remote completion supersedes the one in flight, which closes its s
   assert.equal(s?.outcome, 'done');
 });
 
-test('a keystroke after a remote completion prefills only its new token on k3 serve', { timeout: TEST_TIMEOUT_MS }, async () => {
+test('a keystroke after a remote completion prefills only the finished piece on k3 serve, which heals the rest', { timeout: TEST_TIMEOUT_MS }, async () => {
   const uri = 'file:///w/keys.py';
   await remote.open(uri, 'python', 'def mul(a, b):\n    return a * b\n\n');
   const first = await remote.complete(uri, 3, 0);
   const typed = first?.items[0]?.insertText.toString().startsWith('x') ? 'y' : 'x';
+  // Inside the line's last piece: the same prompt, k3 serve spells the typed letter again.
   await remote.type(uri, 2, 3, 0, typed);
   await remote.complete(uri, 3, 1);
-  const s = (await remote.connection.sendRequest(StatusRequest.type)).lastCompletion;
-  assert.equal(s?.source, 'engine');
-  assert.equal(s?.prefilledTokens, 1);
-  assert.equal(s?.reusedTokens, (s?.promptTokens ?? 0) - 1);
+  const s1 = (await remote.connection.sendRequest(StatusRequest.type)).lastCompletion;
+  assert.equal(s1?.source, 'engine');
+  assert.equal(s1?.healedText, typed);
+  assert.equal(s1?.prefilledTokens, 0);
+  // A space finishes the piece: one token read.
+  await remote.type(uri, 3, 3, 1, ' ');
+  await remote.complete(uri, 3, 2);
+  const s2 = (await remote.connection.sendRequest(StatusRequest.type)).lastCompletion;
+  assert.equal(s2?.source, 'engine');
+  assert.equal(s2?.prefilledTokens, 1);
+  assert.equal(s2?.reusedTokens, (s2?.promptTokens ?? 0) - 1);
 });
 
 test("chat replies through k3 serve equal the local engine's, and stream piece by piece", { timeout: TEST_TIMEOUT_MS }, async () => {

@@ -148,6 +148,7 @@ export type K3ErrorKind =
   | 'remote-unauthorized'
   | 'remote-model-missing'
   | 'remote-timeout'
+  | 'remote-loading'
   | 'remote-failed'
   | 'storage-unavailable'
   | 'conversation-changed';
@@ -294,6 +295,9 @@ export interface StatusResult {
   remote?: RemoteStatus;
 }
 
+/** The servers whose behaviour the remote backend knows (docs/REMOTE.md's table). */
+export type RemoteServerKind = 'llama-server' | 'vllm' | 'sglang' | 'k3-serve';
+
 export interface RemoteStatus {
   /** The API's base URL (credentials in it removed). */
   endpoint: string;
@@ -301,6 +305,13 @@ export interface RemoteStatus {
   model?: string;
   /** Whether prompts go as token ids (a local tokenizer is known) or as text. */
   prompts: 'ids' | 'text';
+  /** Which server answers, as its `GET /v1/models` tells; absent when unknown. */
+  server?: RemoteServerKind;
+  /** The model's context in tokens, when the server said (completions are laid out to fit). */
+  contextTokens?: number;
+  /** While `phase` is `loading`: `connecting` until the server first answers, `model` while
+   * the server answers that it is loading its model. */
+  loading?: 'connecting' | 'model';
 }
 
 /** `k3/status`: what the engine is doing now. Answered at once, even while it works. */

@@ -2,9 +2,8 @@
 // (`npm run bench -- quality`): code the default model never trained on, cut where a
 // developer's cursor stands, completed by the bundled server (dist/server.js) over LSP,
 // compared with the real line. Cases:
-//   - sets: the held-out split of k3-mini's corpus (training/corpus.py, or the packages
-//     training/heldout.json names when present) and the project's own sources (never in
-//     the corpus);
+//   - sets: the held-out packages of k3-mini's corpus (training/heldout.json, when fetched;
+//     else v1's held-out split) and the project's own sources (never in the corpus);
 //   - cursors: after the line's indentation, inside the line's first identifier, and right
 //     after its first `.` or `(`; the rest of that line is removed (what the developer is
 //     about to type) and the rest of the file stays after it.
@@ -17,6 +16,7 @@
 //   --model DIR   another model folder (default: the embedded k3-mini)
 //   --cases N     cases per set and cursor kind (default 40)
 //   --configs a,b which configurations (default plain,healed,default; also nofim)
+//   --max-prompt N  completions.maxPromptTokens (default: the server's, 2048)
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -26,6 +26,7 @@ import { loopStart } from '../../server/completion/filters';
 import { type StatusResult, StatusRequest } from '../../server/protocol';
 import { type ServerHandle, startServer, waitReady } from '../../test/support/lsp';
 import { repoRoot } from '../../test/support/paths';
+import { rng } from '../../test/tokenizer/corpus';
 
 function option(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -34,6 +35,7 @@ function option(name: string, fallback: string): string {
 
 const MODEL = path.resolve(option('model', path.join(repoRoot, 'media/models/k3-mini')));
 const CASES = Number(option('cases', '40'));
+const MAX_PROMPT = Number(option('max-prompt', '0')); // 0: the server's default
 const CONFIGS: Record<string, { heal: boolean; filter: boolean; fim: boolean }> = {
   plain: { heal: false, filter: false, fim: false },
   healed: { heal: true, filter: false, fim: false },
@@ -61,21 +63,15 @@ interface Case {
   target: string;
 }
 
-/** A small deterministic generator (mulberry32), so every run picks the same cases. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+/** A source file and its VS Code language id. */
+interface Source {
+  path: string;
+  languageId: string;
 }
 
 function languageOf(file: string): string {
   if (file.endsWith('.py')) return 'python';
-  if (/\.(ts|mts|cts)$/.test(file)) return 'typescript';
+  if (/\.(ts|mts|cts|tsx)$/.test(file)) return 'typescript';
   return 'javascript';
 }
 
@@ -99,52 +95,60 @@ function usable(line: string, at: number): boolean {
   return rest.length >= 4 && t.length <= 160 && !/^(#|\/\/|\/\*|\*)/.test(t);
 }
 
-function casesOf(set: string, files: string[], seed: number): Case[] {
+function casesOf(set: string, files: Source[], seed: number): Case[] {
   const draw = rng(seed);
   const out: Case[] = [];
   for (const cursor of ['indent', 'identifier', 'punct'] as const) {
     let tries = 0;
     let got = 0;
     while (got < CASES && tries++ < CASES * 200) {
-      const file = files[Math.floor(draw() * files.length)];
+      const { path: file, languageId } = files[Math.floor(draw() * files.length)];
       const text = fs.readFileSync(file, 'utf8').replace(/\r\n/g, '\n');
       const lines = text.split('\n');
       const line = Math.floor(draw() * lines.length);
       const at = cursorIn(lines[line], cursor, draw);
       if (at < 0 || line < 3 || !usable(lines[line], at)) continue;
       const cut = [...lines.slice(0, line), lines[line].slice(0, at), ...lines.slice(line + 1)].join('\n');
-      out.push({ set, file, languageId: languageOf(file), cursor, text: cut, line, character: at, target: lines[line].slice(at).trimEnd() });
+      out.push({ set, file, languageId, cursor, text: cut, line, character: at, target: lines[line].slice(at).trimEnd() });
       got++;
     }
   }
   return out;
 }
 
-function heldOutFiles(): string[] {
+/** The held-out packages of k3-mini's corpus (training/heldout.json, fetched by
+ * `training/corpus.py --fetch`: new in v2, so neither v1 nor v2 trained on them), or, when
+ * they are not fetched, v1's held-out split (training/corpus.py). */
+function heldOut(): { name: string; files: Source[] } {
   const listed = path.join(repoRoot, 'training/heldout.json');
   if (fs.existsSync(listed)) {
-    const j = JSON.parse(fs.readFileSync(listed, 'utf8')) as { files: Array<{ path: string }> };
-    const present = j.files.map((f) => path.resolve(repoRoot, f.path)).filter((f) => fs.existsSync(f));
-    if (present.length) return present;
+    const j = JSON.parse(fs.readFileSync(listed, 'utf8')) as { packages: Array<{ files: Array<{ path: string; language: string }> }> };
+    const files = j.packages
+      .flatMap((p) => p.files)
+      .map((f) => ({ path: path.resolve(repoRoot, f.path), languageId: f.language }))
+      .filter((f) => fs.existsSync(f.path));
+    if (files.length) return { name: 'held-out packages', files };
+    console.log('training/heldout.json names files that are not fetched (training/corpus.py --fetch): using v1\'s held-out split');
   }
   const py = 'import sys, json; sys.path.insert(0, "training"); import corpus; ' +
     'print(json.dumps([f["path"] for f in corpus.collect(".") if f["split"] == "held_out"]))';
-  return JSON.parse(execFileSync('/usr/bin/python3', ['-c', py], { cwd: repoRoot, encoding: 'utf8' })) as string[];
+  const paths = JSON.parse(execFileSync('/usr/bin/python3', ['-c', py], { cwd: repoRoot, encoding: 'utf8' })) as string[];
+  return { name: 'v1 held-out split', files: paths.map((p) => ({ path: p, languageId: languageOf(p) })) };
 }
 
-function projectFiles(): string[] {
-  const out: string[] = [];
+function projectFiles(): Source[] {
+  const out: Source[] = [];
   for (const dir of ['server', 'extension', 'scripts', 'training', 'webview']) {
     const walk = (d: string): void => {
       for (const e of fs.readdirSync(d, { withFileTypes: true })) {
         const p = path.join(d, e.name);
         if (e.isDirectory()) walk(p);
-        else if (/\.(ts|mjs|py)$/.test(e.name)) out.push(p);
+        else if (/\.(ts|mjs|py)$/.test(e.name)) out.push({ path: p, languageId: languageOf(p) });
       }
     };
     walk(path.join(repoRoot, dir));
   }
-  return out.sort();
+  return out.sort((a, b) => a.path.localeCompare(b.path));
 }
 
 // ---- measuring ---------------------------------------------------------------------------
@@ -204,14 +208,15 @@ interface Row {
 
 async function run(): Promise<void> {
   const load0 = os.loadavg()[0];
+  const held = heldOut();
   const sets = [
-    { name: 'held-out corpus', cases: casesOf('held-out corpus', heldOutFiles(), 7) },
+    { name: held.name, cases: casesOf(held.name, held.files, 7) },
     { name: 'project sources', cases: casesOf('project sources', projectFiles(), 11) },
   ];
   const rows: Row[] = [];
   const samples: Array<{ set: string; file: string; cursor: string; target: string } & Record<string, string>> = [];
   for (const config of chosen) {
-    const settings = { engine: { threads: 1 }, completions: { ...CONFIGS[config] } };
+    const settings = { engine: { threads: 1 }, completions: { ...CONFIGS[config], ...(MAX_PROMPT ? { maxPromptTokens: MAX_PROMPT } : {}) } };
     const server = await startServer({ modelPath: MODEL, settings });
     await waitReady(server);
     let n = 0;
@@ -246,7 +251,7 @@ async function run(): Promise<void> {
   }
   const load1 = os.loadavg()[0];
 
-  console.log(`\nghost-text quality through the language server: ${path.relative(repoRoot, MODEL) || MODEL}, ${CASES} cases per set and cursor kind, one engine thread`);
+  console.log(`\nghost-text quality through the language server: ${path.relative(repoRoot, MODEL) || MODEL}, ${CASES} cases per set and cursor kind, one engine thread, prompts of at most ${MAX_PROMPT || 2048} tokens`);
   console.log(`machine: ${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.cpus().length} cores; 1-minute load ${load0.toFixed(2)} before, ${load1.toFixed(2)} after\n`);
   console.log('| set | configuration | cases | exact lines | edit similarity | empty | leading whitespace | loops shown | lines > 160 shown | filter acted | p50 ms | p90 ms |');
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');

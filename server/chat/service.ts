@@ -219,14 +219,21 @@ export class ChatService {
             createdAt: Date.now(),
             stopReason: reply.stopReason,
           };
-          return this.recordTurn(conv, userMessage, assistant, reply.stats, warnings, 'remote');
+          if (reply.interrupted) {
+            // The server failed mid-reply: the reply holds what arrived, and the user hears why.
+            const p = reply.interrupted.problem();
+            const kept: K3Problem = { ...p, message: `${p.message} The reply so far is kept.` };
+            this.ctx.reportProblem(kept);
+            warnings.push(kept);
+          }
+          return this.recordTurn(conv, userMessage, assistant, reply.stats, reply.usage, warnings, 'remote');
         }
         if (!engine) throw new Error('no engine for a local chat turn');
         if (completionModel) {
           host.chatHeld = undefined; // the session will hold the plain message, not the conversation
           const reply = await this.continuation(engine, job, params.message, maxTokens, conv.id, messageId, () => (turn.generating = true));
           const assistant: StoredMessage = { ...reply.message, id: messageId, completionModel };
-          return this.recordTurn(conv, userMessage, assistant, reply.stats, warnings, 'continuation');
+          return this.recordTurn(conv, userMessage, assistant, reply.stats, true, warnings, 'continuation');
         }
         const { renderer } = engine;
         const thinking = conv.thinking;
@@ -420,12 +427,14 @@ export class ChatService {
 
   /** Records a turn that left no engine state of its own: a remote server's, or a
    * continuation. A saved engine state stays: the local engine's rendering of the longer
-   * conversation still starts with what it holds. */
+   * conversation still starts with what it holds. `usage`: whether the stats' prompt
+   * figures are known (a remote server may send none). */
   private recordTurn(
     conv: StoredConversation,
     userMessage: StoredMessage,
     assistant: StoredMessage,
     stats: ChatTurnStats,
+    usage: boolean,
     warnings: K3Problem[],
     kind: 'remote' | 'continuation',
   ): ChatSendResult {
@@ -437,8 +446,11 @@ export class ChatService {
     store.enforceLimits(settings.state.maxBytes, settings.state.maxConversations, conv.id);
     this.ctx.status.lastChat = stats;
     this.ctx.log(
-      `chat turn (${kind}): prompt ${stats.promptTokens} tokens, reused ${stats.reusedTokens}, ` +
-        `prefilled ${stats.prefilledTokens}, generated ${stats.generatedTokens} (${assistant.stopReason})`,
+      usage
+        ? `chat turn (${kind}): prompt ${stats.promptTokens} tokens, reused ${stats.reusedTokens}, ` +
+            `prefilled ${stats.prefilledTokens}, generated ${stats.generatedTokens} (${assistant.stopReason})`
+        : `chat turn (${kind}): ${stats.generatedTokens} pieces generated (${assistant.stopReason}); ` +
+            'the server sent no usage, so its prompt and reuse figures are unknown',
     );
     this.ctx.status.changed();
     return { conversationId: conv.id, userMessage: publicMessage(userMessage), message: publicMessage(assistant), stats, warnings };

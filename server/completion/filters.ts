@@ -87,6 +87,12 @@ function hasControlOrReplacement(text: string): boolean {
   return /[\u0000-\u0008\u000b-\u001f\u007f\ufffd]/.test(text);
 }
 
+/** What is left before a rule's cut: the kept lines, or nothing when they are blank. */
+function shortened(kept: string[], rule: FilterRule, detail: string): FilterResult {
+  const empty = kept.every((l) => l.trim() === '');
+  return { lines: empty ? [] : kept, note: { rule, action: empty ? 'dropped' : 'cut', detail } };
+}
+
 /** Applies the rules in order to the completion's lines (lines[0] continues the cursor's
  * line); the first that acts decides. */
 export function filterJunk(lines: readonly string[], ctx: FilterContext): FilterResult {
@@ -108,30 +114,13 @@ export function filterJunk(lines: readonly string[], ctx: FilterContext): Filter
     const at = loopStart(lines[i]);
     if (at < 0) continue;
     const kept = [...lines.slice(0, i), lines[i].slice(0, at).replace(/\s+$/, '')];
-    const empty = kept.every((l) => l.trim() === '');
-    return {
-      lines: empty ? [] : kept,
-      note: {
-        rule: 'line-loop',
-        action: empty ? 'dropped' : 'cut',
-        detail: `line ${i + 1} repeats ${JSON.stringify(lines[i].slice(at, at + 24))}… from column ${at + 1}`,
-      },
-    };
+    return shortened(kept, 'line-loop', `line ${i + 1} repeats ${JSON.stringify(lines[i].slice(at, at + 24))}… from column ${at + 1}`);
   }
 
   for (let i = 0; i < lines.length; i++) {
     const length = (i === 0 ? ctx.linePrefix.length : 0) + lines[i].length;
     if (length <= ctx.maxLineLength) continue;
-    const kept = lines.slice(0, i);
-    const empty = kept.every((l) => l.trim() === '');
-    return {
-      lines: empty ? [] : kept,
-      note: {
-        rule: 'long-line',
-        action: empty ? 'dropped' : 'cut',
-        detail: `line ${i + 1} would be ${length} characters, over the ${ctx.maxLineLength} this file allows`,
-      },
-    };
+    return shortened(lines.slice(0, i), 'long-line', `line ${i + 1} would be ${length} characters, over the ${ctx.maxLineLength} this file allows`);
   }
 
   // Whole lines: the first one completes the cursor's line.

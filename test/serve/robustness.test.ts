@@ -137,6 +137,17 @@ test('malformed request lines, huge headers and truncated requests are answered 
   await healthy(asan);
 });
 
+test('a NUL byte in the request line or a header is a 400 and the server goes on', { timeout: TIMEOUT }, async () => {
+  // Each of these killed the server (SIGSEGV in the head parser) and every request it held.
+  const heads = ['\u0000\n\n', 'GET /health\u0000 HTTP/1.1\r\n\r\n', 'GET /health HTTP/1.1\r\nX-A: b\u0000c\r\n\r\n', 'GET /health HTTP/1.1\r\n\u0000: x\r\n\r\n'];
+  for (const head of heads) {
+    const response = await rawExchange(asan.port, head);
+    assert.equal(statusOf(response), 400, `${JSON.stringify(head)}: ${response}`);
+    assert.match(response, /a NUL byte at byte \d+ of the request head/);
+  }
+  await healthy(asan);
+});
+
 test('a client that disconnects mid-stream stops the generation on the server', { timeout: TIMEOUT }, async () => {
   const MAX = 6000;
   const stream = requestStream(asan.port, '/v1/completions', { prompt: 'Once upon a time', max_tokens: MAX, stream: true });

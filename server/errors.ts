@@ -39,6 +39,7 @@ const KINDS: Record<K3ErrorKind, { code: number; action: K3Action['kind'] }> = {
   'remote-model-missing': { code: K3ErrorCodes.ModelMissing, action: 'open-remote-settings' },
   'remote-timeout': { code: K3ErrorCodes.EngineFailed, action: 'open-remote-settings' },
   'remote-failed': { code: K3ErrorCodes.EngineFailed, action: 'show-logs' },
+  'remote-insecure': { code: K3ErrorCodes.EngineFailed, action: 'open-remote-settings' },
 };
 
 /** A failure the user can act on: what happened, and the action that helps. */

@@ -132,7 +132,9 @@ export type K3ErrorKind =
   | 'remote-unauthorized'
   | 'remote-model-missing'
   | 'remote-timeout'
-  | 'remote-failed';
+  | 'remote-failed'
+  /** The API key would go in clear text (http://) to another machine. */
+  | 'remote-insecure';
 
 /** What the user can do about a failure; the extension shows it as a button. */
 export interface K3Action {

@@ -216,9 +216,11 @@ export class Session {
     this.native.stop();
   }
 
-  /** The running call ends within one forward pass and rejects with "cancelled". */
-  cancel(): void {
-    this.native.cancel();
+  /** The running call ends within one forward pass and rejects with "cancelled". Returns
+   * the tokens the running generate() had emitted at that moment (0 for other calls); its
+   * onTokens may not have seen them all yet. */
+  cancel(): number {
+    return this.native.cancel();
   }
 
   checkpointUsage(): { count: number; bytes: number } {

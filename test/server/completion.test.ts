@@ -140,9 +140,8 @@ test('a cancelled request stops the engine within a forward pass, mid-generation
   assert.equal(s.phase, 'ready', 'the engine is idle again');
   assert.equal(s.lastCompletion?.outcome, 'cancelled');
   assert.ok((s.lastCompletion?.generatedTokens ?? 0) >= generating.job!.tokens);
-  // Uncancelled, it would run on until the session's context (about 2,100 tokens) is full.
-  assert.ok((s.lastCompletion?.generatedTokens ?? 0) < 200, `stopped after ${s.lastCompletion?.generatedTokens} tokens`);
-  // One forward pass verifies at most 1 + speculation (8) tokens.
+  // One forward pass verifies at most 1 + speculation (8) tokens. The count at the cancel is
+  // the engine's, so however late the cancel arrives (a busy machine), this holds.
   assert.ok((s.lastCompletion?.tokensAfterCancel ?? 99) <= 9, `${s.lastCompletion?.tokensAfterCancel} tokens after the cancel`);
   await server.connection.sendNotification('workspace/didChangeConfiguration', {
     settings: { k3: { completions: { multiline: false, maxTokens: MAX_TOKENS } } },

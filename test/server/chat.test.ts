@@ -150,3 +150,39 @@ test('k3/status is answered while a reply is generated', { timeout: TEST_TIMEOUT
     await server.shutdown();
   }
 });
+
+test('a history whose stored ids lie outside the vocabulary is read from its text, said once, and every turn works', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const store = storage();
+  const id = '0b7e2c1a-0000-4000-8000-000000000001';
+  const now = Date.now();
+  const message = (role: 'user' | 'assistant', content: string, ids?: number[]) => ({ id: `${role}-${content}`, role, content, reasoning: '', createdAt: now, ...(ids ? { ids } : {}) });
+  fs.mkdirSync(path.join(store, 'conversations'), { recursive: true });
+  fs.writeFileSync(
+    path.join(store, 'conversations', `${id}.json`),
+    JSON.stringify({
+      format: 'k3-conversation',
+      version: 1,
+      id,
+      title: 'edited by hand',
+      createdAt: now,
+      updatedAt: now,
+      thinking: false,
+      messages: [message('user', 'hi'), message('assistant', 'hello there', [5, 9_999_999, 7])],
+      state: null,
+    }),
+  );
+  const server = await startServer({ modelPath: dir, storagePath: store, settings });
+  try {
+    await waitReady(server);
+    const first = await server.connection.sendRequest(ChatSendRequest.type, { conversationId: id, message: 'again?', maxTokens: 4 });
+    assert.equal(first.stats.generatedTokens, 4);
+    assert.equal(first.warnings.length, 1, JSON.stringify(first.warnings));
+    assert.equal(first.warnings[0].kind, 'file-corrupt');
+    assert.match(first.warnings[0].detail ?? '', /ids up to 9999999, the vocabulary has 163840/);
+    const second = await server.connection.sendRequest(ChatSendRequest.type, { conversationId: id, message: 'and now?', maxTokens: 4 });
+    assert.equal(second.stats.generatedTokens, 4);
+    assert.deepEqual(second.warnings, [], 'said once: the ids are gone from the history');
+  } finally {
+    await server.shutdown();
+  }
+});

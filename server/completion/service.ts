@@ -36,11 +36,16 @@ export class CompletionService {
       throw invalidRequest('textDocument/inlineCompletion needs textDocument.uri and an integer position');
     }
     const doc = this.ctx.documents.get(uri);
+    if (doc && (pos.line < 0 || pos.line >= doc.lineCount || pos.character < 0)) {
+      throw invalidRequest(`textDocument/inlineCompletion: position ${pos.line}:${pos.character} is outside ${uri}, which has ${doc.lineCount} lines`);
+    }
     const backend = this.backend();
     // Nothing to complete yet: an empty list, not an error (the status says why).
     if (!doc || !backend) return { items: [] };
     const settings = this.ctx.settings.completions;
     const offset = doc.offsetAt(pos);
+    // A character past the end of its line means the end of the line (LSP 3.17, Position).
+    const at = doc.positionAt(offset);
     const chunks = this.ctx.ring.snapshot(uri, t0);
     const layout = layoutPrompt(backend.encoder, {
       path: this.ctx.ring.displayPath(uri),
@@ -66,7 +71,7 @@ export class CompletionService {
       .createHash('sha1')
       .update(JSON.stringify([backend.fingerprint, layout.chunkKeys, this.ctx.ring.id, layout.fileText, layout.lineSuffix, layout.nextLines, settings]))
       .digest('hex');
-    const range = { start: pos, end: pos };
+    const range = { start: at, end: at };
 
     const cached = this.cache.get(base, layout.linePrefix);
     if (cached !== undefined) {

@@ -239,6 +239,9 @@ export interface StatusResult {
   queued: { completion: number; chat: number };
   lastCompletion?: CompletionStats;
   lastChat?: ChatTurnStats;
+  /** What the completion session's prefix checkpoints hold now, and the most they may
+   * (sized from the model and the completion context); absent while it runs. */
+  completionCheckpoints?: { count: number; bytes: number; limit: number };
   /** Present when completions and chat go to a remote server (`backend: remote`). */
   remote?: RemoteStatus;
 }

@@ -112,7 +112,7 @@ export class Model {
         batch: options.batch ?? 32,
       });
       if (options.checkpointBytes !== undefined) native.setCheckpointLimit(options.checkpointBytes);
-      return new Session(native, options.maxContext);
+      return new Session(native, options.maxContext, options.checkpointBytes);
     } catch (e) {
       throw toEngineError(e);
     }
@@ -152,6 +152,8 @@ export class Session {
   constructor(
     private readonly native: NativeSession,
     readonly maxContext: number,
+    /** What checkpoints may hold, bytes (undefined: the engine's default). */
+    readonly checkpointLimit?: number,
   ) {}
 
   get busy(): boolean {

@@ -139,6 +139,11 @@ export class ServerCtx {
     void this.connection.sendNotification(DidReportProblemNotification.type, p);
   }
 
+  /** Detail a user sees in K3: Show Logs only with the output's level at Debug. */
+  debug(message: string): void {
+    this.connection.console.debug(message);
+  }
+
   log(message: string): void {
     this.connection.console.log(message);
   }

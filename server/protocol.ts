@@ -52,6 +52,14 @@ export interface CompletionSettings {
   maxPromptTokens: number;
   /** Of which extra context from other documents (default 512). */
   maxContextTokens: number;
+  /** Token healing where the backend supports it (default true; docs/PROMPTS.md). Off only
+   * to measure what it does (npm run bench -- quality). */
+  heal: boolean;
+  /** The junk filter (default true; server/completion/filters.ts). Off only to measure it, or
+   * for tests that need the raw output of a random-weight model. */
+  filter: boolean;
+  /** Fill in the middle when the model has FIM tokens (default true). Off only to measure it. */
+  fim: boolean;
 }
 
 export interface ChatSettings {
@@ -200,6 +208,15 @@ export interface CompletionStats {
   tokensAfterCancel?: number;
   draftedTokens: number;
   acceptedTokens: number;
+  /** Token healing: the text the prompt left out at the cursor (see docs/PROMPTS.md), and
+   * the generated tokens that spelled it again. */
+  healedText?: string;
+  healedTokens?: number;
+  /** `fim`: the text after the cursor went in as a fill-in-the-middle suffix (a model
+   * whose tokenizer names the FIM tokens); `plain`: a continuation (K3 itself). */
+  layout?: 'fim' | 'plain';
+  /** The junk filter's verdict, when it acted (server/completion/filters.ts). */
+  filtered?: { rule: string; action: 'cut' | 'dropped' };
   prefillMs: number;
   generateMs: number;
   totalMs: number;

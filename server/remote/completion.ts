@@ -55,6 +55,7 @@ export function remoteCompletionBackend(remote: RemoteBackend): CompletionBacken
   const estimate = tokenizer ? undefined : new TextEstimate();
   return {
     encoder: tokenizer ?? (estimate as TextEstimate),
+    heals: false,
     fingerprint: `remote ${remote.where} ${remote.model ?? ''} ${tokenizer ? 'ids' : 'text'}`,
     maxContext: remote.maxContext,
     async run(job, request, stats) {

@@ -31,7 +31,9 @@ import { type Serve, startServe } from './support';
 
 process.env.K3_ADDON ??= addonFile;
 const dir = ensureFixture({ gate: 'lowerbound' });
-const settings = { engine: { threads: 1, speculation: 4 }, completions: { maxTokens: 48 } };
+// A remote server does not heal tokens, so the local engine is told not to either, to
+// compare like with like; the fixture's random weights write junk, so no junk filter.
+const settings = { engine: { threads: 1, speculation: 4 }, completions: { maxTokens: 48, heal: false, filter: false } };
 const SERVE_ARGS = ['--ctx', '4096', '--spec', '4'];
 
 let serve: Serve;

@@ -25,7 +25,7 @@ import { CompletionPolicy } from './completions';
 import { checkModelFolder } from './modelFolder';
 import { RestartPolicy, type CrashDecision, type KnownFailure } from './restart';
 import { REMOTE_API_KEY_SECRET, readSettings, serverSection, type Settings } from './settings';
-import { describeStatus, engineFromStatus, formatDuration, lastSpeed, type EngineView } from './status';
+import { describeRemote, describeStatus, engineFromStatus, formatDuration, lastSpeed, type EngineView } from './status';
 
 /** A load that ends sooner than this shows no notification, only the status bar. */
 const QUIET_LOAD_MS = 1500;
@@ -281,7 +281,7 @@ export class Ctx {
   private applyStatus(status: StatusResult): void {
     this.engineVersion = status.engineVersion;
     this.serverPreset = status.preset || undefined;
-    this.remoteStatus = status.remote ? `${status.remote.endpoint}${status.remote.model ? ` (${status.remote.model})` : ''}` : undefined;
+    this.remoteStatus = status.remote ? describeRemote(status.remote) : undefined;
     this.lastTokensPerSecond = lastSpeed(status) ?? this.lastTokensPerSecond;
     const kind = status.error?.kind;
     this.knownFailure = kind === 'out-of-memory' || kind === 'model-missing' ? kind : undefined;

@@ -11,6 +11,8 @@ export function describeEngineForChat(engine: EngineView): string {
     case 'starting':
       return 'The engine is starting.';
     case 'loading': {
+      if (engine.remote === 'model') return 'The remote server is loading its model; chat opens when it is ready.';
+      if (engine.remote === 'connecting') return 'Connecting to the remote server.';
       const facts: string[] = [];
       if (engine.percent !== undefined) facts.push(`${Math.floor(engine.percent)}%`);
       if (engine.etaMs !== undefined) facts.push(`about ${formatDuration(engine.etaMs)} left`);

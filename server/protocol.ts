@@ -140,6 +140,7 @@ export type K3ErrorKind =
   | 'remote-unauthorized'
   | 'remote-model-missing'
   | 'remote-timeout'
+  | 'remote-loading'
   | 'remote-failed'
   /** The API key would go in clear text (http://) to another machine. */
   | 'remote-insecure';
@@ -263,6 +264,9 @@ export interface StatusResult {
   remote?: RemoteStatus;
 }
 
+/** The servers whose behaviour the remote backend knows (docs/REMOTE.md's table). */
+export type RemoteServerKind = 'llama-server' | 'vllm' | 'sglang' | 'k3-serve';
+
 export interface RemoteStatus {
   /** The API's base URL (credentials in it removed). */
   endpoint: string;
@@ -270,6 +274,13 @@ export interface RemoteStatus {
   model?: string;
   /** Whether prompts go as token ids (a local tokenizer is known) or as text. */
   prompts: 'ids' | 'text';
+  /** Which server answers, as its `GET /v1/models` tells; absent when unknown. */
+  server?: RemoteServerKind;
+  /** The model's context in tokens, when the server said (completions are laid out to fit). */
+  contextTokens?: number;
+  /** While `phase` is `loading`: `connecting` until the server first answers, `model` while
+   * the server answers that it is loading its model. */
+  loading?: 'connecting' | 'model';
 }
 
 /** `k3/status`: what the engine is doing now. Answered at once, even while it works. */

@@ -1041,17 +1041,29 @@ static void handle_completions(conn *c, const json_value *root) {
             bounds[n_bounds++] = (int)b;
         }
     }
+    /* k3_heal: true backs a text prompt off to its last piece here; a string is the text the
+     * client already took off the prompt's end. */
     bool heal = false;
-    if ((v = json_get(root, "k3_heal")) && !json_is_null(v) && !json_bool(v, &heal)) {
-        send_error(c, 400, NULL, "'k3_heal' must be a boolean");
+    size_t given_len = 0;
+    const char *given = (v = json_get(root, "k3_heal")) ? json_string(v, &given_len) : NULL;
+    if (v && !json_is_null(v) && !given && !json_bool(v, &heal)) {
+        send_error(c, 400, NULL, "'k3_heal' must be a boolean or the string the prompt was backed off by");
+        goto done;
+    }
+    if (given && (given_len == 0 || given_len > K3_TOKEN_MAX_BYTES * 16)) {
+        send_error(c, 400, NULL, "'k3_heal' holds %zu bytes: 1 to %d", given_len, K3_TOKEN_MAX_BYTES * 16);
         goto done;
     }
     int n = completion_prompt(c, root, &ids, &text, &text_len);
     if (n < 0)
         goto done;
     if (heal && !text) {
-        send_error(c, 400, NULL, "'k3_heal' backs a text prompt off to its last piece: the prompt must be a string");
+        send_error(c, 400, NULL, "'k3_heal': true backs a text prompt off to its last piece: the prompt must be a string");
         goto done;
+    }
+    if (given) {
+        g.heal = given;
+        g.heal_len = given_len;
     }
     if (hold_engine(c))
         goto done;
@@ -1060,8 +1072,10 @@ static void handle_completions(conn *c, const json_value *root) {
          * first tokens spell again and the answer leaves out (docs/PROMPTS.md). */
         size_t cut = text_len;
         k3_status st = heal ? k3_tokenizer_last_piece(c->s->tok, text, text_len, &cut) : K3_OK;
-        g.heal = text + cut;
-        g.heal_len = text_len - cut;
+        if (heal) {
+            g.heal = text + cut;
+            g.heal_len = text_len - cut;
+        }
         /* Special-token names in a text prompt become their ids, as the CLI's --prompt does. */
         ids = st == K3_OK ? malloc(sizeof *ids * (cut + 1)) : NULL;
         size_t got = 0;

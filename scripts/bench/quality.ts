@@ -16,6 +16,7 @@
 //   --model DIR   another model folder (default: the embedded k3-mini)
 //   --cases N     cases per set and cursor kind (default 40)
 //   --configs a,b which configurations (default plain,healed,default; also nofim)
+//   --max-prompt N  completions.maxPromptTokens (default: the server's, 2048)
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -34,6 +35,7 @@ function option(name: string, fallback: string): string {
 
 const MODEL = path.resolve(option('model', path.join(repoRoot, 'media/models/k3-mini')));
 const CASES = Number(option('cases', '40'));
+const MAX_PROMPT = Number(option('max-prompt', '0')); // 0: the server's default
 const CONFIGS: Record<string, { heal: boolean; filter: boolean; fim: boolean }> = {
   plain: { heal: false, filter: false, fim: false },
   healed: { heal: true, filter: false, fim: false },
@@ -214,7 +216,7 @@ async function run(): Promise<void> {
   const rows: Row[] = [];
   const samples: Array<{ set: string; file: string; cursor: string; target: string } & Record<string, string>> = [];
   for (const config of chosen) {
-    const settings = { engine: { threads: 1 }, completions: { ...CONFIGS[config] } };
+    const settings = { engine: { threads: 1 }, completions: { ...CONFIGS[config], ...(MAX_PROMPT ? { maxPromptTokens: MAX_PROMPT } : {}) } };
     const server = await startServer({ modelPath: MODEL, settings });
     await waitReady(server);
     let n = 0;
@@ -249,7 +251,7 @@ async function run(): Promise<void> {
   }
   const load1 = os.loadavg()[0];
 
-  console.log(`\nghost-text quality through the language server: ${path.relative(repoRoot, MODEL) || MODEL}, ${CASES} cases per set and cursor kind, one engine thread`);
+  console.log(`\nghost-text quality through the language server: ${path.relative(repoRoot, MODEL) || MODEL}, ${CASES} cases per set and cursor kind, one engine thread, prompts of at most ${MAX_PROMPT || 2048} tokens`);
   console.log(`machine: ${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.cpus().length} cores; 1-minute load ${load0.toFixed(2)} before, ${load1.toFixed(2)} after\n`);
   console.log('| set | configuration | cases | exact lines | edit similarity | empty | leading whitespace | loops shown | lines > 160 shown | filter acted | p50 ms | p90 ms |');
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');

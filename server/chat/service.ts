@@ -160,7 +160,14 @@ export class ChatService {
             createdAt: Date.now(),
             stopReason: reply.stopReason,
           };
-          return this.recordRemoteTurn(conv, userMessage, assistant, reply.stats, warnings);
+          if (reply.interrupted) {
+            // The server failed mid-reply: the reply holds what arrived, and the user hears why.
+            const p = reply.interrupted.problem();
+            const kept: K3Problem = { ...p, message: `${p.message} The reply so far is kept.` };
+            this.ctx.reportProblem(kept);
+            warnings.push(kept);
+          }
+          return this.recordRemoteTurn(conv, userMessage, assistant, reply.stats, reply.usage, warnings);
         }
         if (!engine) throw new Error('no engine for a local chat turn');
         const { renderer } = engine;
@@ -315,6 +322,7 @@ export class ChatService {
     userMessage: StoredMessage,
     assistant: StoredMessage,
     stats: ChatTurnStats,
+    usage: boolean,
     warnings: K3Problem[],
   ): ChatSendResult {
     const { store, settings } = this.ctx;
@@ -324,8 +332,11 @@ export class ChatService {
     store.enforceLimits(settings.state.maxBytes, settings.state.maxConversations, conv.id);
     this.ctx.status.lastChat = stats;
     this.ctx.log(
-      `chat turn (remote): prompt ${stats.promptTokens} tokens, reused ${stats.reusedTokens}, ` +
-        `prefilled ${stats.prefilledTokens}, generated ${stats.generatedTokens} (${assistant.stopReason})`,
+      usage
+        ? `chat turn (remote): prompt ${stats.promptTokens} tokens, reused ${stats.reusedTokens}, ` +
+            `prefilled ${stats.prefilledTokens}, generated ${stats.generatedTokens} (${assistant.stopReason})`
+        : `chat turn (remote): ${stats.generatedTokens} pieces generated (${assistant.stopReason}); ` +
+            'the server sent no usage, so its prompt and reuse figures are unknown',
     );
     this.ctx.status.changed();
     return { conversationId: conv.id, userMessage: publicMessage(userMessage), message: publicMessage(assistant), stats, warnings };

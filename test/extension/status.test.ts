@@ -6,7 +6,8 @@ import { test } from 'node:test';
 import type { StatusResult } from '../../server/protocol';
 import { presetItems } from '../../extension/presets';
 import { RestartPolicy } from '../../extension/restart';
-import { describeStatus, engineFromStatus, formatDuration, lastSpeed, type StatusInput } from '../../extension/status';
+import { describeEngineForChat } from '../../extension/engineText';
+import { describeRemote, describeStatus, engineFromStatus, formatDuration, lastSpeed, type StatusInput } from '../../extension/status';
 
 const base: StatusInput = { engine: { kind: 'ready' }, thinking: false, preset: 'laptop', completionsEnabled: true, now: 100_000 };
 
@@ -34,6 +35,26 @@ test('with the remote backend the tooltip names the server and says presets appl
 });
 
 const status = (over: Partial<StatusResult>): StatusResult => ({ engineVersion: '0.1.0', phase: 'ready', preset: 'auto', queued: { completion: 0, chat: 0 }, ...over });
+
+test('a remote server loading its model is shown as such, in the status bar and the chat, and the tooltip names server and context', () => {
+  const view = engineFromStatus(
+    status({ phase: 'loading', remote: { endpoint: 'http://gpu:8080/v1', prompts: 'text', loading: 'model' } }),
+    { kind: 'starting' },
+    50_000,
+  );
+  assert.deepEqual(view, { kind: 'loading', startedAt: 50_000, remote: 'model' });
+  const s = describeStatus({ ...base, engine: view, now: 62_000, remote: 'http://gpu:8080/v1' });
+  assert.equal(s.text, '$(loading~spin) K3 remote loading');
+  assert.match(s.ariaLabel, /^K3: The remote server is loading its model \(12s so far\)\./);
+  assert.equal(describeEngineForChat(view), 'The remote server is loading its model; chat opens when it is ready.');
+  const connecting = engineFromStatus(status({ phase: 'loading', remote: { endpoint: 'http://gpu:8080/v1', prompts: 'text' } }), view, 0);
+  assert.equal(describeStatus({ ...base, engine: connecting }).text, '$(loading~spin) K3 connecting');
+  assert.equal(
+    describeRemote({ endpoint: 'http://gpu:8080/v1', model: 'kimi-k3', prompts: 'ids', server: 'llama-server', contextTokens: 512 }),
+    'http://gpu:8080/v1 (kimi-k3, llama-server, context 512 tokens)',
+  );
+  assert.equal(describeRemote({ endpoint: 'http://gpu:8080/v1', prompts: 'text' }), 'http://gpu:8080/v1');
+});
 
 test('a k3/status answer becomes the engine state, with load progress and the problem action', () => {
   const loading = engineFromStatus(

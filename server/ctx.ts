@@ -84,7 +84,7 @@ export class ServerCtx {
           ...(typeof r.timeoutMs === 'number' && Number.isFinite(r.timeoutMs) && r.timeoutMs > 0 ? { timeoutMs: r.timeoutMs } : {}),
         },
         this.init.modelPath || undefined,
-        { changed: () => this.status.changed(), log: (m) => this.log(m) },
+        { changed: () => this.status.changed(), log: (m) => this.log(m), warn: (p) => this.reportProblem(p) },
       );
     }
     this.clientProgress = params.capabilities?.window?.workDoneProgress === true;

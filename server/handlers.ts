@@ -146,6 +146,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
     opened: (uri) => ctx.ring.opened(uri),
     edited: (uri, line) => ctx.ring.edited(uri, line),
     closed: (uri) => ctx.ring.closed(uri),
+    refused: (message) => ctx.log(message),
   });
 
   connection.onDidChangeConfiguration((p) => {

@@ -151,7 +151,9 @@ export type K3ErrorKind =
   | 'remote-loading'
   | 'remote-failed'
   | 'storage-unavailable'
-  | 'conversation-changed';
+  | 'conversation-changed'
+  /** The API key would go in clear text (http://) to another machine. */
+  | 'remote-insecure';
 
 /** What the user can do about a failure; the extension shows it as a button. */
 export interface K3Action {
@@ -291,6 +293,9 @@ export interface StatusResult {
   queued: { completion: number; chat: number };
   lastCompletion?: CompletionStats;
   lastChat?: ChatTurnStats;
+  /** What the completion session's prefix checkpoints hold now, and the most they may
+   * (sized from the model and the completion context); absent while it runs. */
+  completionCheckpoints?: { count: number; bytes: number; limit: number };
   /** Present when completions and chat go to a remote server (`backend: remote`). */
   remote?: RemoteStatus;
 }

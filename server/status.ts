@@ -60,6 +60,10 @@ export class StatusReporter {
     if (running) s.job = running.status(now);
     if (this.lastCompletion) s.lastCompletion = this.lastCompletion;
     if (this.lastChat) s.lastChat = this.lastChat;
+    const completion = host.loaded?.completion.session;
+    if (completion && !completion.busy && completion.checkpointLimit !== undefined) {
+      s.completionCheckpoints = { ...completion.checkpointUsage(), limit: completion.checkpointLimit };
+    }
     return s;
   }
 

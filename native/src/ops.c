@@ -45,6 +45,10 @@ float ops_softplus(float x) {
  * |r| <= ln2/2, e^r by its Taylor series to r^7 (truncation below 6e-9), times 2^n built in
  * the exponent field. Within 2 ulp of expf (1.2 measured over [-87, 88]). */
 static inline float exp_series(float x) {
+    /* A NaN passes the clamp and would reach the int conversion (undefined behaviour): it
+     * goes through as 0 and comes out as the NaN it was. A select, not a branch. */
+    const float in = x;
+    x = x == x ? x : 0.0f;
     x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
     const float shifter = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
     const float n = (x * 1.44269504f + shifter) - shifter;
@@ -60,7 +64,7 @@ static inline float exp_series(float x) {
     const int32_t bits = ((int32_t)n + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
+    return in == in ? p * scale : in;
 }
 
 /* tanh(y): below |y| = 0.5 its odd Taylor series to y^15 (truncation below 5e-9 relative),

@@ -2,6 +2,7 @@
  * time per token and measured peak RSS; the debugging and benchmarking front door of the
  * engine. Options are described by cli_usage() in k3.c, nowhere else. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -367,6 +368,11 @@ int run_main(int argc, char **argv) {
         int held = 0;
         if ((s = k3_state_length(o.load_state, &held, detail, sizeof detail)) != K3_OK) {
             fail("loading the state", s, detail);
+            goto done;
+        }
+        if (held > INT_MAX - cp.max_context) {
+            fprintf(stderr, "k3: %s holds %d tokens: with %d more the context would pass %d positions\n", o.load_state, held,
+                    cp.max_context, INT_MAX);
             goto done;
         }
         cp.max_context += held;

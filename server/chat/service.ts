@@ -18,7 +18,7 @@ import * as path from 'node:path';
 import type { CancellationToken } from 'vscode-languageserver';
 import type { ServerCtx } from '../ctx';
 import { EngineError } from '../engine/engine';
-import { Cancelled, K3Failure, action, engineFailure, invalidRequest } from '../errors';
+import { action, Cancelled, K3Failure, engineFailure, invalidRequest } from '../errors';
 import {
   ChatStreamNotification,
   type ChatSendParams,
@@ -236,6 +236,8 @@ export class ChatService {
           return this.recordTurn(conv, userMessage, assistant, reply.stats, true, warnings, 'continuation');
         }
         const { renderer } = engine;
+        const foreign = this.dropForeignIds(conv, Math.min(engine.model.vocabSize, engine.tokenizer.vocabSize));
+        if (foreign) warnings.push(foreign);
         const thinking = conv.thinking;
         const previous = renderer.render(conv.messages, { thinking, generationPrompt: false });
         const prompt = renderer.render([...conv.messages, userMessage], { thinking, generationPrompt: true });
@@ -344,6 +346,25 @@ export class ChatService {
       onCancel.dispose();
       this.active.delete(conv.id);
     }
+  }
+
+  /** Assistant turns whose stored ids this model cannot read (a history edited by hand, or
+   * one written for another model) are rendered from their text instead, for good: the
+   * turn goes on, and says so once. Without this every turn of the conversation failed. */
+  private dropForeignIds(conv: StoredConversation, vocab: number): K3Problem | undefined {
+    const bad = conv.messages.filter((m) => m.ids?.some((id) => id >= vocab));
+    if (bad.length === 0) return undefined;
+    const highest = Math.max(...bad.flatMap((m) => m.ids ?? []));
+    for (const m of bad) delete m.ids;
+    this.ctx.store.put(conv);
+    const problem: K3Problem = {
+      kind: 'file-corrupt',
+      action: action('none'),
+      message: `${bad.length} message(s) of this conversation's history held token ids this model does not have; they are read from their text instead.`,
+      detail: `conversation ${conv.id}: ids up to ${highest}, the vocabulary has ${vocab}`,
+    };
+    this.ctx.reportProblem(problem);
+    return problem;
   }
 
   /** Saves the chat session's state for the conversation's next turn, or returns null

@@ -55,11 +55,16 @@ export class CompletionService {
       if (seq !== this.seq) throw new Cancelled('superseded');
     }
     const doc = this.ctx.documents.get(uri);
+    if (doc && (pos.line < 0 || pos.line >= doc.lineCount || pos.character < 0)) {
+      throw invalidRequest(`textDocument/inlineCompletion: position ${pos.line}:${pos.character} is outside ${uri}, which has ${doc.lineCount} lines`);
+    }
     const backend = this.backend();
     // Nothing to complete: an empty list, not an error (the status says why).
     if (!doc || !backend) return { items: [] };
     const settings = this.ctx.settings.completions;
     const offset = doc.offsetAt(pos);
+    // A character past the end of its line means the end of the line (LSP 3.17, Position).
+    const at = doc.positionAt(offset);
     const chunks = this.ctx.ring.snapshot(uri, t0);
     const layout = layoutPrompt(backend.encoder, {
       path: this.ctx.ring.displayPath(uri),
@@ -92,12 +97,13 @@ export class CompletionService {
       .createHash('sha1')
       .update(JSON.stringify([backend.fingerprint, layout.chunkKeys, this.ctx.ring.id, layout.fileText, layout.lineSuffix, layout.nextLines, settings]))
       .digest('hex');
-    // What is shown: the post-processed text, merged with closers after the cursor.
+    // What is shown: the post-processed text, merged with closers after the cursor, at the
+    // cursor (clamped to the end of its line, as LSP says).
     const item = (result: PostprocessResult): InlineCompletionList => {
       if (!result.text) return { items: [] };
       const m = mergeClosers(result.text, layout.linePrefix, layout.lineSuffix);
-      const end = m.coversSuffix ? { line: pos.line, character: pos.character + layout.lineSuffix.length } : pos;
-      return { items: [{ insertText: m.insertText, range: { start: pos, end } }] };
+      const end = m.coversSuffix ? { line: at.line, character: at.character + layout.lineSuffix.length } : at;
+      return { items: [{ insertText: m.insertText, range: { start: at, end } }] };
     };
 
     const cached = this.cache.get(base, layout.linePrefix);

@@ -37,10 +37,10 @@ export interface LoadedEngine {
 /** Positions the completion session may reach beyond the prompt budget and generation. */
 export const COMPLETION_MARGIN = 64;
 /** A completion checkpoint copies the recurrent state and the prompt's cache rows; room for
- * this many of them (the boundaries of the current prompt and the previous one's end). */
-const COMPLETION_CHECKPOINTS = 4;
-/** The engine's default checkpoint budget, kept as a floor. */
-const MIN_CHECKPOINT_BYTES = 256 * 1024 ** 2;
+ * this many of them (the boundaries of the current prompt and the previous one's end). The
+ * budget is that, from the model's plan for the completion context: no floor, so a small
+ * model does not keep hundreds of MB of checkpoints it never needs. */
+export const COMPLETION_CHECKPOINTS = 4;
 
 /** A cheap identity of a checkpoint: config and index bytes, each shard's name, size and
  * first 64 KiB (a saved state is only reused with the model that wrote it). */
@@ -182,7 +182,7 @@ export class EngineHost {
           const completion = model.session({
             maxContext: completionContext,
             threads,
-            checkpointBytes: Math.max(MIN_CHECKPOINT_BYTES, COMPLETION_CHECKPOINTS * (plan.recurrentState + plan.kvCache)),
+            checkpointBytes: COMPLETION_CHECKPOINTS * (plan.recurrentState + plan.kvCache),
           });
           let chat;
           try {

@@ -16,6 +16,7 @@ import {
   ChatSendRequest,
   ChatStopRequest,
   K3ErrorCodes,
+  type K3Problem,
   ModelLoadRequest,
   PresetsListRequest,
   RemoteApiKeyRequest,
@@ -225,4 +226,29 @@ test('with the remote backend, presets and model loads say they apply to the loc
   const e = await failure(remote.connection.sendRequest(ModelLoadRequest.type, { modelPath: dir }));
   assert.equal(e.data?.kind, 'invalid-request');
   assert.match(e.message, /local engine only/);
+});
+
+test('an API key bound for another machine over http:// is warned about; https, loopback and no key are not', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const insecure = (s: ServerHandle): K3Problem[] => s.problems.filter((p) => p.kind === 'remote-insecure');
+  // TEST-NET-1: a non-loopback address that answers nothing; the check fails within the timeout.
+  const far = await startServer(remoteOptions('http://192.0.2.1:9', { timeoutMs: 1000 }));
+  const farTls = await startServer(remoteOptions('https://192.0.2.1:9', { apiKey: 'tls-key-31', timeoutMs: 1000 }));
+  const near = await startServer(remoteOptions(serve.base.replace('127.0.0.1', 'localhost'), { apiKey: 'near-key-55' }));
+  try {
+    await far.waitForStatus((x) => x.phase === 'error');
+    assert.deepEqual(insecure(far), [], 'no key, no warning');
+    await far.connection.sendRequest(RemoteApiKeyRequest.type, { apiKey: 'far-key-88' });
+    const warning = await far.waitFor(far.problems, (p) => p.kind === 'remote-insecure');
+    assert.match(warning.message, /sent unencrypted to 192\.0\.2\.1:9/);
+    assert.equal(warning.action.kind, 'open-remote-settings');
+    assert.ok(!JSON.stringify(far.problems).includes('far-key-88'), 'the key itself is not in the warning');
+    await farTls.waitForStatus((x) => x.phase === 'error');
+    assert.deepEqual(insecure(farTls), [], 'https: no warning');
+    await waitReady(near);
+    assert.deepEqual(insecure(near), [], 'loopback: no warning');
+  } finally {
+    await far.shutdown();
+    await farTls.shutdown();
+    await near.shutdown();
+  }
 });

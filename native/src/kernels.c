@@ -74,8 +74,9 @@ const kernels_impl *kernels_best(void) {
     static const kernels_impl *chosen;
     if (!chosen) {
         const char *force = getenv("K3_KERNELS");
-        const kernels_impl *simd = kernels_avx2();
-        chosen = (force && !strcmp(force, "scalar")) || !simd ? &kernels_scalar : simd;
+        const int level = !force ? 2 : !strcmp(force, "scalar") ? 0 : !strcmp(force, "avx2") ? 1 : 2;
+        const kernels_impl *wide = level >= 2 ? kernels_avx512() : NULL, *avx2 = level >= 1 ? kernels_avx2() : NULL;
+        chosen = wide ? wide : avx2 ? avx2 : &kernels_scalar;
     }
     return chosen;
 }

@@ -9,9 +9,10 @@
  * once per batch, never to change how a single dot product is accumulated. So prefill, one-
  * token decode and batched verification give bit-identical results for the same position.
  *
- * Each implementation (scalar reference, AVX2) fills a kernels_impl; kernels_best() picks
- * one by a run-time CPU check. Implementations agree within rounding, not bit for bit, so
- * a process uses one of them throughout. */
+ * Each implementation (scalar reference, AVX2, AVX-512) fills a kernels_impl;
+ * kernels_best() picks one by a run-time CPU check. Implementations agree within rounding,
+ * not bit for bit (each has its own order of additions), so a process uses one of them
+ * throughout. */
 #ifndef K3_KERNELS_H
 #define K3_KERNELS_H
 
@@ -48,8 +49,12 @@ typedef struct kernels_impl {
 extern const kernels_impl kernels_scalar;
 /* NULL when this build or this CPU has no AVX2/FMA. */
 const kernels_impl *kernels_avx2(void);
-/* The fastest implementation this CPU runs; K3_KERNELS=scalar in the environment forces
- * the reference (for comparisons). */
+/* NULL when this build or this CPU (or its OS) has no AVX-512 F/BW/VL/DQ. */
+const kernels_impl *kernels_avx512(void);
+/* The fastest implementation this CPU runs: AVX-512, else AVX2, else the scalar reference.
+ * K3_KERNELS=scalar, =avx2 or =avx512 in the environment forces one (for comparisons and
+ * for testing each path on one machine); a forced one this CPU lacks falls back to the
+ * next slower. */
 const kernels_impl *kernels_best(void);
 
 /* Bytes of weights kernels_matmul has streamed since the process started (each call adds

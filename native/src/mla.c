@@ -1,6 +1,7 @@
 /* mla.c - one MLA layer over a batch of tokens, absorbed form (see mla.h and
- * k3-architecture §3.5). Projections are batched matmuls; attention runs per token and head
- * over the cache rows up to that token's position, in position order. */
+ * k3-architecture §3.5). Projections are batched matmuls; attention runs per head for the
+ * whole batch (the query absorption, the scores as one product, the weighted sum), each
+ * token over the cache rows up to its own position, in position order. */
 #include "mla.h"
 
 #include <math.h>
@@ -16,8 +17,9 @@ int mla_cache_row_floats(const mla_dims *dm) {
 long mla_scratch_floats(const mla_dims *dm, int n, int capacity) {
     const long qdim = (long)dm->heads * (dm->nope + dm->rope);
     const long vdim = (long)dm->heads * dm->v_head;
-    return (long)n * (dm->q_lora + qdim + mla_cache_row_floats(dm) + 2 * vdim + (long)dm->heads * dm->kv_lora) +
-           capacity + 2L * dm->kv_lora + dm->rope;
+    const long row = mla_cache_row_floats(dm);
+    return (long)n * (dm->q_lora + qdim + row + 2 * vdim + (long)dm->heads * (dm->kv_lora + row) + capacity) +
+           dm->kv_lora;
 }
 
 /* Row r of a f32 or bf16 matrix as floats: a pointer into the weights, or into tmp. */
@@ -41,10 +43,10 @@ void mla_forward(const mla_dims *dm, const mla_weights *w, float *cache, int sta
     float *gate = ckv + (long)n * row;   /* (n, H*v) */
     float *o = gate + (long)n * vdim;    /* (n, H*v) */
     float *lat = o + (long)n * vdim;     /* (n, H, kv_lora) attention output in latent space */
-    float *scores = lat + (long)n * H * L; /* (capacity) */
-    float *qt = scores + start + n;      /* (kv_lora+rope) absorbed query, then q_pe: a cache row's
-                                            partner; sized by capacity above */
-    float *tmp = qt + row;               /* (kv_lora) a converted kv_b row */
+    float *qa = lat + (long)n * H * L;   /* (n, H, kv_lora+rope) absorbed queries [W_UK^T q_nope | q_pe]:
+                                            a cache row's partner */
+    float *scores = qa + (long)n * H * row; /* (n, start+n) every token's scores against the cache */
+    float *tmp = scores + (long)n * (start + n); /* (kv_lora) a converted kv_b row; sized by capacity above */
 
     const kernels_product from_x[] = {{&w->q_a, cq, dm->q_lora}, {&w->kv_a, ckv, row}, {&w->g, gate, (int)vdim}};
     kernels_matmul_same_input(impl, from_x, dm->out_gate ? 3 : 2, x, d, n, pool);
@@ -58,35 +60,51 @@ void mla_forward(const mla_dims *dm, const mla_weights *w, float *cache, int sta
     }
 
     const float scale = 1.0f / sqrtf((float)qh);
-    /* The W_UK rows the absorption below reads once per token. */
+    const int span = start + n; /* cache rows the batch attends over; token t uses start+t+1 */
+    /* The W_UK rows the absorption below reads, once per token (the figure a decode step
+     * streams; a batch converts each row once). */
     kernels_note_bytes_read((uint64_t)n * H * dm->nope * L * (w->kv_b.type == KERNELS_F32 ? 4 : 2));
-    for (int t = 0; t < n; t++) {
-        const int len = start + t + 1; /* causal: positions 0..start+t */
-        for (int h = 0; h < H; h++) {
-            const float *qn = q + (long)t * qdim + (long)h * qh, *qp = qn + dm->nope;
-            /* Absorb W_UK: qt = W_UK[h]^T q_nope. */
+    for (int h = 0; h < H; h++) {
+        /* Absorb W_UK for every token of the batch: qa = W_UK[h]^T q_nope, each row of
+         * W_UK converted once; each qa[j] sums over i in order, as for a single token. */
+        for (int t = 0; t < n; t++) {
+            float *qt = qa + ((long)t * H + h) * row;
             for (int j = 0; j < L; j++)
                 qt[j] = 0.0f;
-            for (int i = 0; i < dm->nope; i++) {
-                const float *wr = row_f32(&w->kv_b, h * kvh + i, tmp);
+            memcpy(qt + L, q + (long)t * qdim + (long)h * qh + dm->nope, sizeof(float) * R);
+        }
+        for (int i = 0; i < dm->nope; i++) {
+            const float *wr = row_f32(&w->kv_b, h * kvh + i, tmp);
+            for (int t = 0; t < n; t++) {
+                float *qt = qa + ((long)t * H + h) * row;
+                const float qi = q[(long)t * qdim + (long)h * qh + i];
                 for (int j = 0; j < L; j++)
-                    qt[j] += wr[j] * qn[i];
+                    qt[j] += wr[j] * qi;
             }
-            /* Every cache row dotted with [qt | q_pe] by the matrix kernel: the same
-             * instruction sequence per position whatever the batch, and vectorised (a
-             * scalar running sum waits on each add, kv_lora + rope of them per position). */
-            memcpy(qt + L, qp, sizeof(float) * R);
-            impl->mm_f32(cache, len, qt, row, 1, row, scores, 1);
+        }
+        /* Every cache row dotted with every token's [qa | q_pe] by the matrix kernel: one
+         * (row, token) pair computes the same bits whatever the batch (kernels.h); a token
+         * ignores the rows past its own position. */
+        impl->mm_f32(cache, span, qa + (long)h * row, H * row, n, row, scores, span);
+        for (int t = 0; t < n; t++) {
+            float *st = scores + (long)t * span;
+            const int len = start + t + 1; /* causal: positions 0..start+t */
             for (int s = 0; s < len; s++)
-                scores[s] *= scale;
-            ops_softmax(scores, len);
+                st[s] *= scale;
+            ops_softmax(st, len);
             float *lh = lat + ((long)t * H + h) * L;
             for (int j = 0; j < L; j++)
                 lh[j] = 0.0f;
-            for (int s = 0; s < len; s++) {
-                const float *cs = cache + (long)s * row;
+        }
+        /* lat_h = sum over positions of p * cache row: positions outer so a cache row is
+         * read once for the batch; each lh[j] still sums positions in order. */
+        for (int s = 0; s < span; s++) {
+            const float *cs = cache + (long)s * row;
+            for (int t = s > start ? s - start : 0; t < n; t++) {
+                const float p = scores[(long)t * span + s];
+                float *lh = lat + ((long)t * H + h) * L;
                 for (int j = 0; j < L; j++)
-                    lh[j] += scores[s] * cs[j];
+                    lh[j] += p * cs[j];
             }
         }
     }
@@ -100,7 +118,6 @@ void mla_forward(const mla_dims *dm, const mla_weights *w, float *cache, int sta
         kernels_matmul(impl, &uv, lat + (long)h * L, H * L, n, o + (long)h * dm->v_head, (int)vdim, NULL);
     }
     if (dm->out_gate)
-        for (long i = 0; i < (long)n * vdim; i++)
-            o[i] *= ops_sigmoid(gate[i]);
+        ops_mul_sigmoid(o, gate, (long)n * vdim);
     kernels_matmul(impl, &w->o, o, (int)vdim, n, out, d, pool);
 }

@@ -27,7 +27,7 @@ static int widest_mlp(const moe_dims *dm) {
 long moe_scratch_floats(const moe_dims *dm, int n) {
     long mlp = moe_mlp_scratch_floats(widest_mlp(dm), n);
     long one_token_experts = dm->top_k * (moe_mlp_scratch_floats(dm->inter, 1) + dm->latent);
-    return (long)n * (dm->n_experts + 4L * dm->latent + dm->hidden + 2L * dm->top_k + 1) + dm->n_experts + mlp +
+    return (long)n * (dm->n_experts + 4L * dm->latent + dm->hidden + 2L * dm->top_k + 1) + 2L * dm->n_experts + mlp +
            one_token_experts;
 }
 
@@ -58,9 +58,12 @@ static void run_experts(void *arg, int begin, int end) {
 }
 
 /* Top-k of s + bias (ties: lower index), written to sel in ascending expert order with
- * their unbiased, renormalised, scaled weights. */
-static void route(const moe_dims *dm, const float *logits, const float *bias, int *sel, float *weight) {
+ * their unbiased, renormalised, scaled weights. score: (n_experts) scratch. */
+static void route(const moe_dims *dm, const float *logits, const float *bias, int *sel, float *weight,
+                  float *score) {
     int chosen = 0;
+    for (int e = 0; e < dm->n_experts; e++)
+        score[e] = ops_sigmoid(logits[e]) + (bias ? bias[e] : 0.0f);
     /* Selection by repeated max over a small n_experts keeps ties deterministic. */
     for (int k = 0; k < dm->top_k; k++) {
         int best = -1;
@@ -71,7 +74,7 @@ static void route(const moe_dims *dm, const float *logits, const float *bias, in
                 taken |= sel[j] == e;
             if (taken)
                 continue;
-            const float v = ops_sigmoid(logits[e]) + (bias ? bias[e] : 0.0f);
+            const float v = score[e];
             if (best < 0 || v > best_v) {
                 best = e;
                 best_v = v;
@@ -128,11 +131,12 @@ k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const float *x, 
     int *sel = (int *)(weight + (long)n * K); /* (n, K) */
     int *members = sel + (long)n * K;        /* (n) tokens routed to one expert */
     int *list = members + n;                 /* (E) the distinct experts chosen, ascending */
-    float *mlp = (float *)(list + E);        /* MLP scratch */
+    float *score = (float *)(list + E);      /* (E) one token's selection scores */
+    float *mlp = score + E;                  /* MLP scratch */
 
     kernels_matmul(impl, &w->router, x, d, n, logits, E, pool);
     for (int t = 0; t < n; t++)
-        route(dm, logits + (long)t * E, w->router_bias, sel + (long)t * K, weight + (long)t * K);
+        route(dm, logits + (long)t * E, w->router_bias, sel + (long)t * K, weight + (long)t * K, score);
     if (selected)
         memcpy(selected, sel, sizeof(int) * (size_t)n * K);
     /* The batch's distinct experts in ascending order: the order they are read and summed. */

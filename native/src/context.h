@@ -35,7 +35,8 @@ struct k3_context {
     int length;
     int32_t next;    /* greedy token after the last decoded position; -1 when empty */
     float *scratch;  /* (forward_scratch_floats(batch)) */
-    float *logits;   /* (batch, vocab) staging for positions whose logits the caller did not ask for */
+    float *logits;   /* (forward_logit_rows(batch), vocab) staging for positions whose logits the caller
+                        did not ask for */
     /* Cancellation is aimed at one call: call_seq is odd while a cancellable call runs;
      * k3_cancel() records the running call's number in cancel_seq, which can then never
      * match a later call. */

@@ -162,6 +162,8 @@ void kda_forward(const kda_dims *dm, const kda_weights *w, float *state, const f
         }
     ops_exp_n(z, (long)n * P);
 
+    /* Per token and state element: the read into u, the delta write, the read into o. */
+    kernels_note_multiply_adds(3ull * (uint64_t)n * H * D * D);
     heads_job job = {dm, w, state, uq, uk, uv, z, beta, o, u, n};
     threads_run(n >= PARALLEL_HEADS_MIN_TOKENS ? pool : NULL, H, 1, run_heads, &job);
     ops_mul_sigmoid(o, gate, (long)n * P);

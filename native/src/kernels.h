@@ -44,9 +44,15 @@ typedef struct kernels_impl {
      * comparing greater than the best so far, so NaN never does (and x[0] = NaN gives 0).
      * Every implementation returns exactly the scalar loop's answer. */
     int (*argmax)(const float *x, int n);
+    /* A register-resident loop of this implementation's multiply-add, independent chains
+     * enough to fill the pipes: `reps` rounds; returns the FLOPs it did (2 per lane and
+     * multiply-add). What a benchmark divides by time for the machine's peak. */
+    double (*fma_loop)(long reps);
 } kernels_impl;
 
 extern const kernels_impl kernels_scalar;
+/* Where fma_loop leaves its result, so that the loop is not optimised away. */
+extern volatile float kernels_fma_sink;
 /* NULL when this build or this CPU has no AVX2/FMA. */
 const kernels_impl *kernels_avx2(void);
 /* NULL when this build or this CPU (or its OS) has no AVX-512 F/BW/VL/DQ. */
@@ -64,6 +70,15 @@ uint64_t kernels_weight_bytes_read(void);
 
 /* Adds weight bytes read outside kernels_matmul (e.g. the MLA query absorption). */
 void kernels_note_bytes_read(uint64_t bytes);
+
+/* Multiply-adds the products have done since the process started: matrix products, and
+ * what mla.c and kda.c note (attention scores and sums, the recurrent state's updates). */
+uint64_t kernels_multiply_adds(void);
+void kernels_note_multiply_adds(uint64_t count);
+
+/* FLOP/s of impl's fma_loop on n_threads threads at once, best of three runs of about
+ * `seconds` each. */
+double kernels_fma_peak(const kernels_impl *impl, int n_threads, double seconds);
 
 /* Bytes one call to kernels_matmul reads from w. */
 uint64_t kernels_matrix_bytes(const kernels_matrix *w);

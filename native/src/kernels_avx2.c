@@ -248,7 +248,22 @@ static int avx2_argmax(const float *x, int n) {
     return best_i;
 }
 
-static const kernels_impl avx2_impl = {"avx2", avx2_mm_f32, avx2_mm_bf16, avx2_mm_mxfp4, avx2_argmax};
+/* Twelve independent 8-lane FMA chains: enough to cover the FMA latency on both pipes. */
+static double avx2_fma_loop(long reps) {
+    __m256 a[12];
+    const __m256 m = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++)
+        a[i] = _mm256_set1_ps((float)i);
+    for (long r = 0; r < reps; r++)
+        _Pragma("GCC unroll 12") for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], m, b);
+    __m256 sum = a[0];
+    for (int i = 1; i < 12; i++)
+        sum = _mm256_add_ps(sum, a[i]);
+    kernels_fma_sink = hsum8(sum);
+    return (double)reps * 12 * 8 * 2;
+}
+
+static const kernels_impl avx2_impl = {"avx2", avx2_mm_f32, avx2_mm_bf16, avx2_mm_mxfp4, avx2_argmax, avx2_fma_loop};
 
 const kernels_impl *kernels_avx2(void) {
     __builtin_cpu_init();

@@ -10,8 +10,8 @@
  * two times a small integer), and vpermps looks the nibbles up in it. So every tile shape
  * below computes the same bits per pair; the shapes differ only in how many weight and
  * input vectors each load serves:
- *  - one token (decode) runs tiles of 4 rows, four independent chains whose loads stream
- *    four rows of weights;
+ *  - one token (decode) runs tiles of 4 rows (MXFP4: 8), independent chains whose loads
+ *    stream that many rows of weights;
  *  - a batch (prefill, verification) runs tiles of 4 rows x 6 tokens (MXFP4: 4 x 4): each
  *    weight vector, converted once, feeds every token of the tile, each input vector every
  *    row, 24 accumulators in registers. Token tiles are the outer loop, so a thread's chunk
@@ -193,13 +193,13 @@ static inline __attribute__((always_inline)) void tile_mxfp4(const uint8_t *pack
     const __m512 twice = _mm512_setr_ps(0, 1, 2, 3, 4, 6, 8, 12, -0.0f, -1, -2, -3, -4, -6, -8, -12);
     const __m512i pick0 = mxfp4_pick(0), pick1 = mxfp4_pick(1);
     const int n_blocks = cols / DTYPE_MXFP4_BLOCK, row_bytes = cols / 2;
-    __m512 acc[4][6];
-    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)
-        _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+    __m512 acc[8][4];
+    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
     for (int g = 0; g < n_blocks; g += MX_GROUP) {
         const int nb = n_blocks - g < MX_GROUP ? n_blocks - g : MX_GROUP;
-        float pow2[4][MX_GROUP];
-        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+        float pow2[8][MX_GROUP];
+        _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
             const __m512i e = _mm512_sub_epi32(
                 _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8((__mmask16)((1u << nb) - 1), scale + (long)r * n_blocks + g)),
                 _mm512_set1_epi32(1));
@@ -207,36 +207,56 @@ static inline __attribute__((always_inline)) void tile_mxfp4(const uint8_t *pack
         }
         for (int k = 0; k < nb; k++) {
             const int b = g + k;
-            __m512 w0[4], w1[4];
-            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+            __m512 w0[8], w1[8];
+            _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
                 const __m512i bytes = _mm512_broadcast_i32x4(
                     _mm_loadu_si128((const __m128i *)(packed + (long)r * row_bytes + b * (DTYPE_MXFP4_BLOCK / 2))));
                 const __m512 table = _mm512_mul_ps(twice, _mm512_set1_ps(pow2[r][k]));
                 w0[r] = mxfp4_half(bytes, pick0, table);
                 w1[r] = mxfp4_half(bytes, pick1, table);
             }
-            _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++) {
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 const float *xb = x + (long)t * ldx + b * DTYPE_MXFP4_BLOCK;
                 const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
-                _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+                _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
                     acc[r][t] = _mm512_fmadd_ps(w0[r], x0, acc[r][t]);
                     acc[r][t] = _mm512_fmadd_ps(w1[r], x1, acc[r][t]);
                 }
             }
         }
     }
-    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)
-        _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++) y[(long)t * ldy + r] = hsum16(acc[r][t]);
+    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) y[(long)t * ldy + r] = hsum16(acc[r][t]);
 }
 
-/* MXFP4 tiles take 4 tokens: two decoded vectors per row leave room for 16 accumulators. */
+/* MXFP4 tiles of a batch take 4 rows x 4 tokens: two decoded vectors per row leave room
+ * for 16 accumulators. */
 #define MX_BATCH_NT 4
 
 #define MX_TILE(NR, NT) tile_mxfp4(pr, sr, cols, xt, ldx, yt, ldy, NR, NT)
 
+/* One token: tiles of 8 rows, eight independent accumulation chains (two dependent
+ * multiply-adds per block each), so the chains' latency hides behind each other. */
+#define MX_ONE_TOKEN_NR 8
+
 static void avx512_mm_mxfp4(const uint8_t *packed, const uint8_t *scale, int nr, const float *x, int ldx, int n,
                             int cols, float *y, int ldy) {
     const long row_bytes = cols / 2, row_scales = cols / DTYPE_MXFP4_BLOCK;
+    if (n == 1) {
+        const float *xt = x;
+        int r = 0;
+        for (; r + MX_ONE_TOKEN_NR <= nr; r += MX_ONE_TOKEN_NR) {
+            const uint8_t *pr = packed + r * row_bytes, *sr = scale + r * row_scales;
+            float *yt = y + r;
+            MX_TILE(MX_ONE_TOKEN_NR, 1);
+        }
+        for (; r < nr; r++) {
+            const uint8_t *pr = packed + r * row_bytes, *sr = scale + r * row_scales;
+            float *yt = y + r;
+            MX_TILE(1, 1);
+        }
+        return;
+    }
     for (int t = 0; t < n; t += MX_BATCH_NT) {
         const int nt = n - t < MX_BATCH_NT ? n - t : MX_BATCH_NT;
         const float *xt = x + (long)t * ldx;
@@ -313,7 +333,23 @@ static int avx512_argmax(const float *x, int n) {
     return best_i;
 }
 
-static const kernels_impl avx512_impl = {"avx512", avx512_mm_f32, avx512_mm_bf16, avx512_mm_mxfp4, avx512_argmax};
+/* Twelve independent 16-lane FMA chains: enough to cover the FMA latency on both pipes. */
+static double avx512_fma_loop(long reps) {
+    __m512 a[12];
+    const __m512 m = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++)
+        a[i] = _mm512_set1_ps((float)i);
+    for (long r = 0; r < reps; r++)
+        _Pragma("GCC unroll 12") for (int i = 0; i < 12; i++) a[i] = _mm512_fmadd_ps(a[i], m, b);
+    __m512 sum = a[0];
+    for (int i = 1; i < 12; i++)
+        sum = _mm512_add_ps(sum, a[i]);
+    kernels_fma_sink = hsum16(sum);
+    return (double)reps * 12 * 16 * 2;
+}
+
+static const kernels_impl avx512_impl = {"avx512",      avx512_mm_f32, avx512_mm_bf16, avx512_mm_mxfp4, avx512_argmax,
+                                         avx512_fma_loop};
 
 const kernels_impl *kernels_avx512(void) {
     __builtin_cpu_init();

@@ -14,12 +14,20 @@ int mla_cache_row_floats(const mla_dims *dm) {
     return dm->kv_lora + dm->rope;
 }
 
+/* Tokens whose scores against the cache are computed at once: bounds the scratch by
+ * MLA_SCORE_TOKENS x capacity whatever the batch. */
+#define MLA_SCORE_TOKENS 32
+
+static int score_rows(int n) {
+    return n < MLA_SCORE_TOKENS ? n : MLA_SCORE_TOKENS;
+}
+
 long mla_scratch_floats(const mla_dims *dm, int n, int capacity) {
     const long qdim = (long)dm->heads * (dm->nope + dm->rope);
     const long vdim = (long)dm->heads * dm->v_head;
     const long row = mla_cache_row_floats(dm);
-    return (long)n * (dm->q_lora + qdim + row + 2 * vdim + (long)dm->heads * (dm->kv_lora + row) + capacity) +
-           dm->kv_lora;
+    return (long)n * (dm->q_lora + qdim + row + 2 * vdim + (long)dm->heads * (dm->kv_lora + row)) +
+           (long)score_rows(n) * capacity + dm->kv_lora;
 }
 
 /* Row r of a f32 or bf16 matrix as floats: a pointer into the weights, or into tmp. */
@@ -45,8 +53,8 @@ void mla_forward(const mla_dims *dm, const mla_weights *w, float *cache, int sta
     float *lat = o + (long)n * vdim;     /* (n, H, kv_lora) attention output in latent space */
     float *qa = lat + (long)n * H * L;   /* (n, H, kv_lora+rope) absorbed queries [W_UK^T q_nope | q_pe]:
                                             a cache row's partner */
-    float *scores = qa + (long)n * H * row; /* (n, start+n) every token's scores against the cache */
-    float *tmp = scores + (long)n * (start + n); /* (kv_lora) a converted kv_b row; sized by capacity above */
+    float *scores = qa + (long)n * H * row; /* (MLA_SCORE_TOKENS, capacity) a group's scores */
+    float *tmp = scores + (long)score_rows(n) * (start + n); /* (kv_lora) a converted kv_b row */
 
     const kernels_product from_x[] = {{&w->q_a, cq, dm->q_lora}, {&w->kv_a, ckv, row}, {&w->g, gate, (int)vdim}};
     kernels_matmul_same_input(impl, from_x, dm->out_gate ? 3 : 2, x, d, n, pool);
@@ -60,10 +68,10 @@ void mla_forward(const mla_dims *dm, const mla_weights *w, float *cache, int sta
     }
 
     const float scale = 1.0f / sqrtf((float)qh);
-    const int span = start + n; /* cache rows the batch attends over; token t uses start+t+1 */
     /* The W_UK rows the absorption below reads, once per token (the figure a decode step
      * streams; a batch converts each row once). */
     kernels_note_bytes_read((uint64_t)n * H * dm->nope * L * (w->kv_b.type == KERNELS_F32 ? 4 : 2));
+    kernels_note_multiply_adds((uint64_t)n * H * dm->nope * L);
     for (int h = 0; h < H; h++) {
         /* Absorb W_UK for every token of the batch: qa = W_UK[h]^T q_nope, each row of
          * W_UK converted once; each qa[j] sums over i in order, as for a single token. */
@@ -82,29 +90,37 @@ void mla_forward(const mla_dims *dm, const mla_weights *w, float *cache, int sta
                     qt[j] += wr[j] * qi;
             }
         }
-        /* Every cache row dotted with every token's [qa | q_pe] by the matrix kernel: one
-         * (row, token) pair computes the same bits whatever the batch (kernels.h); a token
-         * ignores the rows past its own position. */
-        impl->mm_f32(cache, span, qa + (long)h * row, H * row, n, row, scores, span);
-        for (int t = 0; t < n; t++) {
-            float *st = scores + (long)t * span;
-            const int len = start + t + 1; /* causal: positions 0..start+t */
-            for (int s = 0; s < len; s++)
-                st[s] *= scale;
-            ops_softmax(st, len);
-            float *lh = lat + ((long)t * H + h) * L;
-            for (int j = 0; j < L; j++)
-                lh[j] = 0.0f;
-        }
-        /* lat_h = sum over positions of p * cache row: positions outer so a cache row is
-         * read once for the batch; each lh[j] still sums positions in order. */
-        for (int s = 0; s < span; s++) {
-            const float *cs = cache + (long)s * row;
-            for (int t = s > start ? s - start : 0; t < n; t++) {
-                const float p = scores[(long)t * span + s];
-                float *lh = lat + ((long)t * H + h) * L;
+        /* Every cache row dotted with every token's [qa | q_pe] by the matrix kernel, for
+         * up to MLA_SCORE_TOKENS tokens at a time: one (row, token) pair computes the same
+         * bits whatever the batch (kernels.h); a token ignores the rows past its own
+         * position. */
+        for (int t0 = 0; t0 < n; t0 += MLA_SCORE_TOKENS) {
+            const int nt = n - t0 < MLA_SCORE_TOKENS ? n - t0 : MLA_SCORE_TOKENS;
+            const int span = start + t0 + nt; /* cache rows this group attends over */
+            impl->mm_f32(cache, span, qa + ((long)t0 * H + h) * row, H * row, nt, row, scores, span);
+            /* The scores, and the weighted sums each token's own positions take. */
+            kernels_note_multiply_adds((uint64_t)span * nt * row +
+                                       (uint64_t)L * ((uint64_t)nt * (start + t0) + (uint64_t)nt * (nt + 1) / 2));
+            for (int t = 0; t < nt; t++) {
+                float *st = scores + (long)t * span;
+                const int len = start + t0 + t + 1; /* causal: positions 0..start+t0+t */
+                for (int s = 0; s < len; s++)
+                    st[s] *= scale;
+                ops_softmax(st, len);
+                float *lh = lat + ((long)(t0 + t) * H + h) * L;
                 for (int j = 0; j < L; j++)
-                    lh[j] += p * cs[j];
+                    lh[j] = 0.0f;
+            }
+            /* lat_h = sum over positions of p * cache row: positions outer so a cache row is
+             * read once for the group; each lh[j] still sums positions in order. */
+            for (int s = 0; s < span; s++) {
+                const float *cs = cache + (long)s * row;
+                for (int t = s > start + t0 ? s - start - t0 : 0; t < nt; t++) {
+                    const float p = scores[(long)t * span + s];
+                    float *lh = lat + ((long)(t0 + t) * H + h) * L;
+                    for (int j = 0; j < L; j++)
+                        lh[j] += p * cs[j];
+                }
             }
         }
     }

@@ -70,6 +70,22 @@ static int scalar_argmax(const float *x, int n) {
     return best;
 }
 
+int kernels_argmax_finish(const float *lane_best, const int *lane_at, int lanes, const float *x, int from, int n) {
+    float best_v = x[0];
+    int best_i = 0;
+    for (int j = 0; j < lanes; j++)
+        if (lane_best[j] > best_v || (lane_best[j] == best_v && lane_at[j] < best_i)) {
+            best_v = lane_best[j];
+            best_i = lane_at[j];
+        }
+    for (int i = from; i < n; i++)
+        if (x[i] > best_v) {
+            best_v = x[i];
+            best_i = i;
+        }
+    return best_i;
+}
+
 /* Twelve chains of a = a * m + b (a multiply and an add: the reference never fuses). */
 static double scalar_fma_loop(long reps) {
     float a[12];

@@ -71,6 +71,12 @@ uint64_t kernels_weight_bytes_read(void);
 /* Adds weight bytes read outside kernels_matmul (e.g. the MLA query absorption). */
 void kernels_note_bytes_read(uint64_t bytes);
 
+/* The end of a SIMD argmax: lanes[j] holds the first position of the largest value among
+ * lane j's positions (lane_best[j] its value, never NaN); the answer over x[0..from) is the
+ * lowest such position holding the overall largest, then x[from..n) is scanned as the
+ * scalar loop would. */
+int kernels_argmax_finish(const float *lane_best, const int *lane_at, int lanes, const float *x, int from, int n);
+
 /* Multiply-adds the products have done since the process started: matrix products, and
  * what mla.c and kda.c note (attention scores and sums, the recurrent state's updates). */
 uint64_t kernels_multiply_adds(void);

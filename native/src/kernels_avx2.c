@@ -233,19 +233,7 @@ static int avx2_argmax(const float *x, int n) {
         _mm256_storeu_ps(lane_best + 8 * k, best[k]);
         _mm256_storeu_si256((__m256i *)(lane_at + 8 * k), at[k]);
     }
-    float best_v = x[0];
-    int best_i = 0;
-    for (int j = 0; j < 32; j++)
-        if (lane_best[j] > best_v || (lane_best[j] == best_v && lane_at[j] < best_i)) {
-            best_v = lane_best[j];
-            best_i = lane_at[j];
-        }
-    for (; i < n; i++)
-        if (x[i] > best_v) {
-            best_v = x[i];
-            best_i = i;
-        }
-    return best_i;
+    return kernels_argmax_finish(lane_best, lane_at, 32, x, i, n);
 }
 
 /* Twelve independent 8-lane FMA chains: enough to cover the FMA latency on both pipes. */

@@ -10,8 +10,8 @@
  * two times a small integer), and vpermps looks the nibbles up in it. So every tile shape
  * below computes the same bits per pair; the shapes differ only in how many weight and
  * input vectors each load serves:
- *  - one token (decode) runs tiles of 4 rows (MXFP4: 8), independent chains whose loads
- *    stream that many rows of weights;
+ *  - one token (decode) runs one row at a time, one sequential stream (MXFP4: tiles of 8
+ *    short rows);
  *  - a batch (prefill, verification) runs tiles of 4 rows x 6 tokens (MXFP4: 4 x 4): each
  *    weight vector, converted once, feeds every token of the tile, each input vector every
  *    row, 24 accumulators in registers. Token tiles are the outer loop, so a thread's chunk
@@ -89,7 +89,12 @@ static inline __m512 load_f32_masked(const float *p, __mmask16 m) {
 DOT_TILE(tile_bf16, uint16_t, load_bf16, load_bf16_masked)
 DOT_TILE(tile_f32, float, load_f32, load_f32_masked)
 
-/* Bytes of weights from which one token's rows are read as two streams, the first half of
+/* One token takes one bf16/f32 row at a time: a single sequential stream. Tiles of 4 rows
+ * (four interleaved streams of 1-2 kB rows) read memory at half the rate: lm_head-shaped
+ * 163840 x 1024 product 17-19 against 36-37 GB/s, one-token decode on small 1.6x the CPU
+ * time; from cache 4 rows were faster (latency-bound chains), but a decode step reads every
+ * weight from memory.
+ * Bytes of weights from which one token's rows are read as two streams, the first half of
  * the rows alternating with the second (as in kernels_avx2.c: lm_head-sized products). */
 #define TWO_STREAMS_BYTES (2L << 20)
 
@@ -97,26 +102,20 @@ DOT_TILE(tile_f32, float, load_f32, load_f32_masked)
 #define BATCH_NT 6
 #define TILE_NR 4
 
-/* Rows [0, nr) for one token: tiles of four rows; lm_head-sized products as two streams. */
+/* Rows [0, nr) for one token, one row at a time; lm_head-sized products as two streams. */
 #define ONE_TOKEN(TILE, WT, rows, nr, x, cols, y)                                                                    \
     do {                                                                                                            \
         int r_ = 0;                                                                                                 \
         if ((long)(nr) * (cols) * (long)sizeof(WT) >= TWO_STREAMS_BYTES) {                                          \
-            const int half_ = (nr) / 2 / TILE_NR * TILE_NR;                                                         \
-            for (; r_ < half_; r_ += TILE_NR) {                                                                     \
-                TILE((rows) + (long)r_ * (cols), cols, x, 0, (y) + r_, 0, TILE_NR, 1);                              \
-                TILE((rows) + (long)(r_ + half_) * (cols), cols, x, 0, (y) + r_ + half_, 0, TILE_NR, 1);            \
+            const int half_ = (nr) / 2;                                                                             \
+            for (; r_ < half_; r_++) {                                                                              \
+                TILE((rows) + (long)r_ * (cols), cols, x, 0, (y) + r_, 0, 1, 1);                                    \
+                TILE((rows) + (long)(r_ + half_) * (cols), cols, x, 0, (y) + r_ + half_, 0, 1, 1);                  \
             }                                                                                                       \
             r_ = 2 * half_;                                                                                         \
         }                                                                                                           \
-        for (; r_ + TILE_NR <= (nr); r_ += TILE_NR)                                                                 \
-            TILE((rows) + (long)r_ * (cols), cols, x, 0, (y) + r_, 0, TILE_NR, 1);                                  \
-        switch ((nr) - r_) {                                                                                        \
-        case 3: TILE((rows) + (long)r_ * (cols), cols, x, 0, (y) + r_, 0, 3, 1); break;                             \
-        case 2: TILE((rows) + (long)r_ * (cols), cols, x, 0, (y) + r_, 0, 2, 1); break;                             \
-        case 1: TILE((rows) + (long)r_ * (cols), cols, x, 0, (y) + r_, 0, 1, 1); break;                             \
-        default: break;                                                                                             \
-        }                                                                                                           \
+        for (; r_ < (nr); r_++)                                                                                     \
+            TILE((rows) + (long)r_ * (cols), cols, x, 0, (y) + r_, 0, 1, 1);                                        \
     } while (0)
 
 /* One row tile of NR rows against tokens [0, n) of x, NT tokens at a time. */
@@ -235,8 +234,10 @@ static inline __attribute__((always_inline)) void tile_mxfp4(const uint8_t *pack
 
 #define MX_TILE(NR, NT) tile_mxfp4(pr, sr, cols, xt, ldx, yt, ldy, NR, NT)
 
-/* One token: tiles of 8 rows, eight independent accumulation chains (two dependent
- * multiply-adds per block each), so the chains' latency hides behind each other. */
+/* One token: tiles of 8 MXFP4 rows (272 bytes each with scales), eight independent
+ * accumulation chains whose latency hides behind each other; unlike bf16 rows, 8 such rows
+ * are one short contiguous stretch (medium decode, CPU time: 1 row 0.86-0.92 s, 4 rows
+ * 0.68-0.95, 8 rows 0.62-0.67 for 16 tokens). */
 #define MX_ONE_TOKEN_NR 8
 
 static void avx512_mm_mxfp4(const uint8_t *packed, const uint8_t *scale, int nr, const float *x, int ldx, int n,

@@ -22,6 +22,10 @@
 
 typedef enum kernels_wtype { KERNELS_F32, KERNELS_BF16, KERNELS_MXFP4 } kernels_wtype;
 
+/* The most columns an MXFP4 matrix may have (config.c refuses wider experts): a kernel keeps
+ * one token's input for such a matrix on its stack (64 kB). K3's widest is 3,584. */
+#define KERNELS_MXFP4_MAX_COLS 16384
+
 /* A weight matrix W[rows][cols] in place (nn.Linear layout: y = W x). */
 typedef struct kernels_matrix {
     kernels_wtype type;

@@ -24,6 +24,7 @@
     defined(__AVX512DQ__)
 
 #include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dtype.h"
@@ -161,24 +162,28 @@ DOT_TILE(tile_f32, float, load_f32, load_f32_masked)
 MM_DISPATCH(avx512_mm_bf16, tile_bf16, uint16_t)
 MM_DISPATCH(avx512_mm_f32, tile_f32, float)
 
-/* MXFP4. Columns 16h..16h+15 of a block (h = 0, 1) from its 16 packed bytes broadcast to
- * every 128-bit lane: vpshufb puts byte (16h + j) / 2 in the low byte of dword j, a
- * variable shift brings the odd columns' high nibble down, and vpermps, which reads only
- * the low four bits of each index, looks the code up in the block's scaled table. */
-static inline __m512 mxfp4_half(__m512i bytes, __m512i pick, __m512 table) {
-    const __m512i shift = _mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0);
-    return _mm512_permutexvar_ps(_mm512_srlv_epi32(_mm512_shuffle_epi8(bytes, pick), shift), table);
+/* MXFP4. A block's 16 packed bytes widen to 16 dwords; vpermps, which reads only the low
+ * four bits of each index, looks the low nibbles (the even columns) up in the block's
+ * scaled table, and after a shift by 4 the high nibbles (the odd columns): two decoded
+ * vectors for four vector operations (keeping the columns in order took seven). The input
+ * is split the same way, each block's even columns then its odd ones, once per call and
+ * token (x_split), so each pair's chain per block is acc += w_even * x_even, then
+ * acc += w_odd * x_odd, in every tile shape. */
+static inline void mxfp4_decode(const uint8_t *p, __m512 table, __m512 *even, __m512 *odd) {
+    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+    *even = _mm512_permutexvar_ps(bytes, table);
+    *odd = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
 }
 
-/* vpshufb indices for the two halves: dword j takes byte j / 2 (+ 8), the other three
- * bytes zero (0x80). */
-static inline __m512i mxfp4_pick(int half) {
-    uint8_t idx[64];
-    for (int j = 0; j < 16; j++) {
-        idx[4 * j] = (uint8_t)(8 * half + j / 2);
-        idx[4 * j + 1] = idx[4 * j + 2] = idx[4 * j + 3] = 0x80;
+/* cols columns of one token's x as (cols / 32 blocks, even 16 | odd 16). */
+static void x_split(const float *x, int cols, float *out) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int c = 0; c < cols; c += DTYPE_MXFP4_BLOCK) {
+        const __m512 a = _mm512_loadu_ps(x + c), b = _mm512_loadu_ps(x + c + 16);
+        _mm512_storeu_ps(out + c, _mm512_permutex2var_ps(a, even, b));
+        _mm512_storeu_ps(out + c + 16, _mm512_permutex2var_ps(a, odd, b));
     }
-    return _mm512_loadu_si512(idx);
 }
 
 /* Blocks are walked in groups of up to 16, for which each row's 2^(scale - 128) factors are
@@ -186,11 +191,11 @@ static inline __m512i mxfp4_pick(int half) {
  * as in kernels_avx2.c; they never occur in a valid checkpoint). */
 #define MX_GROUP 16
 
+/* NR rows x NT tokens; xs holds the tokens' split inputs, ldxs floats apart. */
 static inline __attribute__((always_inline)) void tile_mxfp4(const uint8_t *packed, const uint8_t *scale, int cols,
-                                                             const float *x, int ldx, float *y, int ldy,
+                                                             const float *xs, int ldxs, float *y, int ldy,
                                                              const int NR, const int NT) {
     const __m512 twice = _mm512_setr_ps(0, 1, 2, 3, 4, 6, 8, 12, -0.0f, -1, -2, -3, -4, -6, -8, -12);
-    const __m512i pick0 = mxfp4_pick(0), pick1 = mxfp4_pick(1);
     const int n_blocks = cols / DTYPE_MXFP4_BLOCK, row_bytes = cols / 2;
     __m512 acc[8][4];
     _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
@@ -208,14 +213,11 @@ static inline __attribute__((always_inline)) void tile_mxfp4(const uint8_t *pack
             const int b = g + k;
             __m512 w0[8], w1[8];
             _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
-                const __m512i bytes = _mm512_broadcast_i32x4(
-                    _mm_loadu_si128((const __m128i *)(packed + (long)r * row_bytes + b * (DTYPE_MXFP4_BLOCK / 2))));
                 const __m512 table = _mm512_mul_ps(twice, _mm512_set1_ps(pow2[r][k]));
-                w0[r] = mxfp4_half(bytes, pick0, table);
-                w1[r] = mxfp4_half(bytes, pick1, table);
+                mxfp4_decode(packed + (long)r * row_bytes + b * (DTYPE_MXFP4_BLOCK / 2), table, &w0[r], &w1[r]);
             }
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                const float *xb = x + (long)t * ldx + b * DTYPE_MXFP4_BLOCK;
+                const float *xb = xs + (long)t * ldxs + b * DTYPE_MXFP4_BLOCK;
                 const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
                 _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
                     acc[r][t] = _mm512_fmadd_ps(w0[r], x0, acc[r][t]);
@@ -232,19 +234,19 @@ static inline __attribute__((always_inline)) void tile_mxfp4(const uint8_t *pack
  * for 16 accumulators. */
 #define MX_BATCH_NT 4
 
-#define MX_TILE(NR, NT) tile_mxfp4(pr, sr, cols, xt, ldx, yt, ldy, NR, NT)
-
 /* One token: tiles of 8 MXFP4 rows (272 bytes each with scales), eight independent
  * accumulation chains whose latency hides behind each other; unlike bf16 rows, 8 such rows
  * are one short contiguous stretch (medium decode, CPU time: 1 row 0.86-0.92 s, 4 rows
  * 0.68-0.95, 8 rows 0.62-0.67 for 16 tokens). */
 #define MX_ONE_TOKEN_NR 8
 
-static void avx512_mm_mxfp4(const uint8_t *packed, const uint8_t *scale, int nr, const float *x, int ldx, int n,
-                            int cols, float *y, int ldy) {
+#define MX_TILE(NR, NT) tile_mxfp4(pr, sr, cols, xs, ldxs, yt, ldy, NR, NT)
+
+/* Rows [0, nr) against the nt (<= MX_BATCH_NT) tokens whose split inputs are xs. */
+static void mxfp4_rows(const uint8_t *packed, const uint8_t *scale, int nr, const float *xs, int ldxs, int nt,
+                       int cols, float *y, int ldy) {
     const long row_bytes = cols / 2, row_scales = cols / DTYPE_MXFP4_BLOCK;
-    if (n == 1) {
-        const float *xt = x;
+    if (nt == 1) {
         int r = 0;
         for (; r + MX_ONE_TOKEN_NR <= nr; r += MX_ONE_TOKEN_NR) {
             const uint8_t *pr = packed + r * row_bytes, *sr = scale + r * row_scales;
@@ -258,34 +260,51 @@ static void avx512_mm_mxfp4(const uint8_t *packed, const uint8_t *scale, int nr,
         }
         return;
     }
-    for (int t = 0; t < n; t += MX_BATCH_NT) {
-        const int nt = n - t < MX_BATCH_NT ? n - t : MX_BATCH_NT;
-        const float *xt = x + (long)t * ldx;
-        for (int r = 0; r < nr; r += TILE_NR) {
-            const uint8_t *pr = packed + r * row_bytes, *sr = scale + r * row_scales;
-            float *yt = y + (long)t * ldy + r;
-            const int rows_here = nr - r < TILE_NR ? nr - r : TILE_NR;
-            /* Every (rows, tokens) shape spelled out so each body is specialised. */
-            switch (rows_here * 8 + nt) {
-            case 4 * 8 + 4: MX_TILE(4, 4); break;
-            case 4 * 8 + 3: MX_TILE(4, 3); break;
-            case 4 * 8 + 2: MX_TILE(4, 2); break;
-            case 4 * 8 + 1: MX_TILE(4, 1); break;
-            case 3 * 8 + 4: MX_TILE(3, 4); break;
-            case 3 * 8 + 3: MX_TILE(3, 3); break;
-            case 3 * 8 + 2: MX_TILE(3, 2); break;
-            case 3 * 8 + 1: MX_TILE(3, 1); break;
-            case 2 * 8 + 4: MX_TILE(2, 4); break;
-            case 2 * 8 + 3: MX_TILE(2, 3); break;
-            case 2 * 8 + 2: MX_TILE(2, 2); break;
-            case 2 * 8 + 1: MX_TILE(2, 1); break;
-            case 1 * 8 + 4: MX_TILE(1, 4); break;
-            case 1 * 8 + 3: MX_TILE(1, 3); break;
-            case 1 * 8 + 2: MX_TILE(1, 2); break;
-            default: MX_TILE(1, 1); break;
-            }
+    for (int r = 0; r < nr; r += TILE_NR) {
+        const uint8_t *pr = packed + r * row_bytes, *sr = scale + r * row_scales;
+        float *yt = y + r;
+        const int rows_here = nr - r < TILE_NR ? nr - r : TILE_NR;
+        /* Every (rows, tokens) shape spelled out so each body is specialised. */
+        switch (rows_here * 8 + nt) {
+        case 4 * 8 + 4: MX_TILE(4, 4); break;
+        case 4 * 8 + 3: MX_TILE(4, 3); break;
+        case 4 * 8 + 2: MX_TILE(4, 2); break;
+        case 3 * 8 + 4: MX_TILE(3, 4); break;
+        case 3 * 8 + 3: MX_TILE(3, 3); break;
+        case 3 * 8 + 2: MX_TILE(3, 2); break;
+        case 2 * 8 + 4: MX_TILE(2, 4); break;
+        case 2 * 8 + 3: MX_TILE(2, 3); break;
+        case 2 * 8 + 2: MX_TILE(2, 2); break;
+        case 1 * 8 + 4: MX_TILE(1, 4); break;
+        case 1 * 8 + 3: MX_TILE(1, 3); break;
+        default: MX_TILE(1, 2); break;
         }
     }
+}
+
+/* The split inputs of a tile of tokens live on the stack when they fit (always for one
+ * token: KERNELS_MXFP4_MAX_COLS), else in a heap buffer; without one, one token at a time,
+ * which computes the same bits. */
+static void avx512_mm_mxfp4(const uint8_t *packed, const uint8_t *scale, int nr, const float *x, int ldx, int n,
+                            int cols, float *y, int ldy) {
+    float stack[KERNELS_MXFP4_MAX_COLS];
+    int tile = n < MX_BATCH_NT ? n : MX_BATCH_NT;
+    float *xs = stack;
+    if ((long)tile * cols > KERNELS_MXFP4_MAX_COLS) {
+        xs = malloc(sizeof(float) * (size_t)tile * (size_t)cols);
+        if (!xs) {
+            xs = stack;
+            tile = 1;
+        }
+    }
+    for (int t = 0; t < n; t += tile) {
+        const int nt = n - t < tile ? n - t : tile;
+        for (int i = 0; i < nt; i++)
+            x_split(x + (long)(t + i) * ldx, cols, xs + (long)i * cols);
+        mxfp4_rows(packed, scale, nr, xs, cols, nt, cols, y + (long)t * ldy, ldy);
+    }
+    if (xs != stack)
+        free(xs);
 }
 
 /* The scalar argmax's answer sixteen lanes at a time: as avx2_argmax (kernels_avx2.c), each

@@ -100,8 +100,9 @@ static const kernels_impl *simd_impl(int i) {
 }
 
 static void check_against_scalar(const kernels_impl *simd) {
-    static const int shapes[][2] = {{1, 32},   {3, 17},   {7, 33}, {13, 100}, {5, 1},
-                                    {29, 160}, {2, 4096}, {6, 15}, {9, 1040}, {4, 64}};
+    /* {3, 4160}: four tokens' MXFP4 inputs no longer fit the AVX-512 kernel's stack. */
+    static const int shapes[][2] = {{1, 32},   {3, 17},   {7, 33}, {13, 100}, {5, 1},    {29, 160},
+                                    {2, 4096}, {6, 15},   {9, 1040}, {4, 64},  {3, 4160}};
     for (int k = 0; k < 3; k++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             int rows = shapes[s][0], cols = shapes[s][1];

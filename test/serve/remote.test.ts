@@ -158,10 +158,12 @@ test('stopping a remote reply closes the stream and stops the generation on the 
 test('k3 serve killed mid-reply: a clear error, the status says so, and the next request succeeds once it is back', { timeout: TEST_TIMEOUT_MS }, async () => {
   const port = serve.port;
   const reply = remote.connection.sendRequest(ChatSendRequest.type, { message: 'A very long answer, please.', maxTokens: 3000 });
+  // Watched from the start: the rejection may come while the kill is still being awaited.
+  const failed = failure(reply);
   const before = remote.streams.length;
   await remote.waitFor(remote.streams, (s) => remote.streams.indexOf(s) >= before);
   await serve.kill();
-  const e = await failure(reply);
+  const e = await failed;
   assert.equal(e.code, K3ErrorCodes.EngineFailed);
   assert.equal(e.data?.kind, 'remote-failed');
   assert.match(e.message, /stopped answering in the middle of a reply/);

@@ -5,9 +5,10 @@
  * One dot product, one instruction sequence (kernels.h): for a (row, token) pair a single
  * 16-lane accumulator takes acc = fma(w[c..c+16), x[c..c+16), acc) for c = 0, 16, 32, ...,
  * the last partial step with both operands masked to zero, then a fixed horizontal sum.
- * MXFP4 weights enter that same chain already scaled: each 32-column block's 16-entry table
- * of twice the E2M1 values is multiplied by the block's 2^(scale - 128) (exact: a power of
- * two times a small integer), and vpermps looks the nibbles up in it. So every tile shape
+ * MXFP4 weights enter that same chain already scaled, each 32-column block's even columns
+ * then its odd ones (the input split to match): the block's 16-entry table of twice the
+ * E2M1 values is multiplied by its 2^(scale - 128) (exact: a power of two times a small
+ * integer), and vpermps looks the nibbles up in it. So every tile shape
  * below computes the same bits per pair; the shapes differ only in how many weight and
  * input vectors each load serves:
  *  - one token (decode) runs one row at a time, one sequential stream (MXFP4: tiles of 8

@@ -2,12 +2,13 @@
 // client's own activity and the settings to the item's text, tooltip and accessible label.
 // It never decides anything; ctx.ts feeds it and paints the item. Kept free of `vscode`
 // values so unit tests can check every state's wording.
-import type { K3Action, StatusResult } from '../server/protocol';
+import type { K3Action, ModelInfo, RemoteServerKind, RemoteStatus, StatusResult } from '../server/protocol';
+import { formatBytes } from './presets';
 
 /** What the engine is doing, as the extension understands it. */
 export type EngineView =
   | { kind: 'starting' }
-  | { kind: 'loading'; startedAt: number; percent?: number; etaMs?: number }
+  | { kind: 'loading'; startedAt: number; percent?: number; etaMs?: number; remote?: 'connecting' | 'model' }
   | { kind: 'ready' }
   | { kind: 'busy' }
   | { kind: 'no-model'; reason: string; action?: K3Action }
@@ -25,6 +26,8 @@ export interface StatusInput {
   lastTokensPerSecond?: number;
   /** The remote server completions and chat go to (k3.backend remote), as the status names it. */
   remote?: string;
+  /** The model the local engine runs or loads. */
+  model?: Pick<ModelInfo, 'name' | 'bytes' | 'chat' | 'path'>;
   now: number;
 }
 
@@ -52,6 +55,7 @@ export function engineFromStatus(status: StatusResult, previous: EngineView, now
       const load = status.load;
       const startedAt = load ? now - load.elapsedMs : previous.kind === 'loading' ? previous.startedAt : now;
       const view: EngineView = { kind: 'loading', startedAt };
+      if (status.remote) view.remote = status.remote.loading ?? 'connecting';
       if (load?.bytesLoaded !== undefined && load.bytesTotal > 0) view.percent = Math.min(100, (100 * load.bytesLoaded) / load.bytesTotal);
       if (load?.estimateMs !== undefined) view.etaMs = Math.max(0, load.estimateMs - load.elapsedMs);
       return view;
@@ -71,6 +75,15 @@ export function engineFromStatus(status: StatusResult, previous: EngineView, now
       return { kind: 'error', message: `The server reported an unknown phase ${String(never)}` };
     }
   }
+}
+
+const SERVER_NAMES: Record<RemoteServerKind, string> = { 'llama-server': 'llama-server', vllm: 'vLLM', sglang: 'SGLang', 'k3-serve': 'k3 serve' };
+
+/** The remote server as the status names it: endpoint, then model, server and context. */
+export function describeRemote(remote: RemoteStatus): string {
+  const facts = [remote.model, remote.server && SERVER_NAMES[remote.server], remote.contextTokens && `context ${remote.contextTokens} tokens`];
+  const known = facts.filter((f): f is string => typeof f === 'string' && f !== '');
+  return known.length ? `${remote.endpoint} (${known.join(', ')})` : remote.endpoint;
 }
 
 /** Tokens per second of the last chat reply or completion that generated anything. */
@@ -101,6 +114,12 @@ export function describeStatus(input: StatusInput): StatusView {
       headline = 'Starting the engine';
       break;
     case 'loading': {
+      if (engine.remote) {
+        const so = formatDuration(input.now - engine.startedAt);
+        text = `$(loading~spin) K3 ${engine.remote === 'model' ? 'remote loading' : 'connecting'}`;
+        headline = engine.remote === 'model' ? `The remote server is loading its model (${so} so far)` : `Connecting to the remote server (${so} so far)`;
+        break;
+      }
       const parts = [engine.percent !== undefined ? `${Math.floor(engine.percent)}%` : 'loading'];
       if (engine.etaMs !== undefined) parts.push(`${formatDuration(engine.etaMs)} left`);
       text = `$(loading~spin) K3 ${parts.join(' · ')}`;
@@ -140,6 +159,7 @@ export function describeStatus(input: StatusInput): StatusView {
     }
   }
   const facts = [
+    ...(input.model && !input.remote ? [describeModel(input.model)] : []),
     input.remote ? `Remote: ${input.remote} (presets apply to the local engine only)` : `Preset: ${input.preset}`,
     `Last speed: ${input.lastTokensPerSecond !== undefined ? `${input.lastTokensPerSecond.toFixed(1)} tokens/s` : 'none yet'}`,
     `Completions: ${input.completionsEnabled ? 'on' : 'off'}`,
@@ -148,6 +168,11 @@ export function describeStatus(input: StatusInput): StatusView {
   const tooltip = `**K3**: ${escapeMarkdown(headline)}\n\n${facts.map(escapeMarkdown).join('  \n')}\n\nClick for the K3 menu.`;
   const ariaLabel = `K3: ${headline}. ${facts.join('. ')}.`;
   return { text, tooltip, ariaLabel, severity };
+}
+
+/** `Model: k3-mini (15 MiB of weights, code completion only)`. */
+export function describeModel(m: Pick<ModelInfo, 'name' | 'bytes' | 'chat' | 'path'>): string {
+  return `Model: ${m.name} (${formatBytes(m.bytes)} of weights${m.chat ? '' : ', code completion only: not trained for chat'})`;
 }
 
 function escapeMarkdown(s: string): string {

@@ -38,7 +38,12 @@ const KINDS: Record<K3ErrorKind, { code: number; action: K3Action['kind'] }> = {
   'remote-unauthorized': { code: K3ErrorCodes.NoModel, action: 'set-api-key' },
   'remote-model-missing': { code: K3ErrorCodes.ModelMissing, action: 'open-remote-settings' },
   'remote-timeout': { code: K3ErrorCodes.EngineFailed, action: 'open-remote-settings' },
+  // Like the local engine while it loads: no model to answer yet, and nothing to do but wait.
+  'remote-loading': { code: K3ErrorCodes.NoModel, action: 'none' },
   'remote-failed': { code: K3ErrorCodes.EngineFailed, action: 'show-logs' },
+  // Reported as problems and warnings, not as failed requests, except k3/state/clear.
+  'storage-unavailable': { code: K3ErrorCodes.EngineFailed, action: 'none' },
+  'conversation-changed': { code: K3ErrorCodes.EngineFailed, action: 'none' },
 };
 
 /** A failure the user can act on: what happened, and the action that helps. */

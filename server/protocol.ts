@@ -12,9 +12,16 @@ export interface InitializationOptions {
   /** Model folder (config.json, shards, tiktoken.model). Empty or absent: no model is
    * loaded until `k3/model/load` names one (status phase `no-model`). */
   modelPath?: string;
-  /** Per-workspace folder for chat history, saved engine state and the chosen preset.
+  /** Per-workspace folder for chat history, saved engine state and the chosen preset,
+   * shared by every window of the workspace (the server locks it for each write).
    * Absent: nothing is kept between runs. */
   storagePath?: string;
+  /** Folders where an older k3-code kept this workspace's state; their contents move to
+   * storagePath once. */
+  legacyStoragePaths?: string[];
+  /** What identifies the workspace (its folder URIs, or its workspace file), recorded in
+   * storagePath for people looking at it. */
+  workspace?: string[];
   /** Memory preset name (`auto`, `laptop`, ...); absent: the workspace's saved choice, else `auto`. */
   preset?: string;
   /** The `k3` settings section (the same shape `workspace/didChangeConfiguration` sends). */
@@ -52,10 +59,19 @@ export interface CompletionSettings {
   maxPromptTokens: number;
   /** Of which extra context from other documents (default 512). */
   maxContextTokens: number;
+  /** Token healing where the backend supports it (default true; docs/PROMPTS.md). Off only
+   * to measure what it does (npm run bench -- quality). */
+  heal: boolean;
+  /** The junk filter (default true; server/completion/filters.ts). Off only to measure it, or
+   * for tests that need the raw output of a random-weight model. */
+  filter: boolean;
+  /** Fill in the middle when the model has FIM tokens (default true). Off only to measure it. */
+  fim: boolean;
 }
 
 export interface ChatSettings {
-  /** Most tokens of one reply (default 2048). */
+  /** Most tokens of one reply, reasoning included (default 4096; `k3.chat.maxTokens`). A
+   * model not trained for chat answers with at most 128. */
   maxTokens: number;
   /** New conversations think first (default true). */
   thinking: boolean;
@@ -132,7 +148,10 @@ export type K3ErrorKind =
   | 'remote-unauthorized'
   | 'remote-model-missing'
   | 'remote-timeout'
-  | 'remote-failed';
+  | 'remote-loading'
+  | 'remote-failed'
+  | 'storage-unavailable'
+  | 'conversation-changed';
 
 /** What the user can do about a failure; the extension shows it as a button. */
 export interface K3Action {
@@ -173,6 +192,28 @@ export interface LoadProgress {
   estimateMs?: number;
 }
 
+/** The model loaded or loading, as its folder describes it. */
+export interface ModelInfo {
+  /** What the user calls it: `k3-mini` for the embedded default model, else the folder's name. */
+  name: string;
+  /** The folder. */
+  path: string;
+  /** Bytes of its weights (every shard). */
+  bytes: number;
+  /** Trained for chat: config.json's `k3_code.chat` (absent: true; the released K3 is). A
+   * model that is not (k3-mini, a code completer) still answers a chat message, as a short
+   * plain continuation labelled as coming from a completion model. */
+  chat: boolean;
+}
+
+/** Where the workspace's state is kept, and whether it can be now. */
+export interface StorageStatus {
+  /** The folder; absent when nothing is kept between runs. */
+  path?: string;
+  /** Why chat history and choices cannot be saved now (the window keeps them in memory). */
+  problem?: K3Problem;
+}
+
 /** What the engine runs right now. */
 export interface JobStatus {
   kind: 'completion' | 'chat';
@@ -198,6 +239,15 @@ export interface CompletionStats {
   tokensAfterCancel?: number;
   draftedTokens: number;
   acceptedTokens: number;
+  /** Token healing: the text the prompt left out at the cursor (see docs/PROMPTS.md), and
+   * the generated tokens that spelled it again. */
+  healedText?: string;
+  healedTokens?: number;
+  /** `fim`: the text after the cursor went in as a fill-in-the-middle suffix (a model
+   * whose tokenizer names the FIM tokens); `plain`: a continuation (K3 itself). */
+  layout?: 'fim' | 'plain';
+  /** The junk filter's verdict, when it acted (server/completion/filters.ts). */
+  filtered?: { rule: string; action: 'cut' | 'dropped' };
   prefillMs: number;
   generateMs: number;
   totalMs: number;
@@ -225,6 +275,10 @@ export interface StatusResult {
   phase: EnginePhase;
   /** The model folder loaded or loading. */
   modelPath?: string;
+  /** What that model is (absent with no model, and with the remote backend). */
+  model?: ModelInfo;
+  /** The per-workspace state folder. */
+  storage: StorageStatus;
   /** The memory preset in use. */
   preset: string;
   /** While `phase` is `loading`. */
@@ -241,6 +295,9 @@ export interface StatusResult {
   remote?: RemoteStatus;
 }
 
+/** The servers whose behaviour the remote backend knows (docs/REMOTE.md's table). */
+export type RemoteServerKind = 'llama-server' | 'vllm' | 'sglang' | 'k3-serve';
+
 export interface RemoteStatus {
   /** The API's base URL (credentials in it removed). */
   endpoint: string;
@@ -248,6 +305,13 @@ export interface RemoteStatus {
   model?: string;
   /** Whether prompts go as token ids (a local tokenizer is known) or as text. */
   prompts: 'ids' | 'text';
+  /** Which server answers, as its `GET /v1/models` tells; absent when unknown. */
+  server?: RemoteServerKind;
+  /** The model's context in tokens, when the server said (completions are laid out to fit). */
+  contextTokens?: number;
+  /** While `phase` is `loading`: `connecting` until the server first answers, `model` while
+   * the server answers that it is loading its model. */
+  loading?: 'connecting' | 'model';
 }
 
 /** `k3/status`: what the engine is doing now. Answered at once, even while it works. */
@@ -369,6 +433,8 @@ export interface ChatMessage {
   createdAt: number;
   /** How an assistant reply ended. */
   stopReason?: ChatStopReason;
+  /** Set on a reply written by a model not trained for chat: that model's name. */
+  completionModel?: string;
 }
 
 /** `stop-token`: the model ended its turn; `length`: the token limit; `stopped`:
@@ -458,10 +524,9 @@ export namespace ConversationGetRequest {
   export const type = new RequestType<{ conversationId: string }, Conversation, K3ErrorData>(method);
 }
 
-export interface ConversationClearParams {
-  /** Absent: every conversation. */
-  conversationId?: string;
-}
+/** Exactly one of the two: one conversation, or every one (said explicitly). Anything else
+ * is InvalidParams and deletes nothing. */
+export type ConversationClearParams = { conversationId: string } | { all: true };
 
 /** `k3/conversation/clear`: deletes conversations with their saved state. */
 export namespace ConversationClearRequest {
@@ -494,6 +559,11 @@ export interface ChatMessageView {
   reasoning: string;
   /** `streaming` while tokens arrive; `stopped` when the user pressed Stop. */
   state: 'streaming' | 'done' | 'stopped' | 'error';
+  /** Shown with the reply: a model not trained for chat wrote it (its name). */
+  completionModel?: string;
+  /** Shown under the reply: what happened on the way (a saved state that could not be
+   * used, another window's version of the conversation kept instead of this reply). */
+  note?: string;
   /** Why a reply failed, when `state` is `error`. */
   error?: string;
 }
@@ -509,11 +579,17 @@ export interface ConversationView extends ConversationSummaryView {
   messages: ChatMessageView[];
 }
 
-/** Whether the chat can answer now, and if not, the sentence that says why. */
+/** What a notice's button does (the host runs the matching command). */
+export type ChatActionView = 'choose-model-folder' | 'open-remote-settings';
+
+/** Whether the chat can answer now, and the sentences and ways out shown above the input. */
 export interface ChatAvailabilityView {
   canSend: boolean;
-  /** Shown above the input when `canSend` is false, or while the engine is busy loading. */
+  /** Why it cannot answer, what it is doing (loading), or what to know before sending (a
+   * model not trained for chat, history that cannot be kept); '' for nothing. */
   notice: string;
+  /** Buttons under the notice. */
+  actions: { action: ChatActionView; title: string }[];
 }
 
 /** Host -> page. */
@@ -546,4 +622,6 @@ export type FromWebview =
   /** A code block's Copy button. */
   | { type: 'copy'; text: string }
   /** A code block's Insert button: insert at the cursor of the last active editor. */
-  | { type: 'insert'; text: string };
+  | { type: 'insert'; text: string }
+  /** A button of the notice. */
+  | { type: 'action'; action: ChatActionView };

@@ -12,8 +12,12 @@ export const DEFAULT_SETTINGS: ServerSettings = {
     maxTokens: 128,
     maxPromptTokens: 2048,
     maxContextTokens: 512,
+    heal: true,
+    filter: true,
+    fim: true,
   },
-  chat: { maxTokens: 2048, thinking: true, maxContext: 32768 },
+  // maxTokens: k3.chat.maxTokens's default (extension/settings.ts).
+  chat: { maxTokens: 4096, thinking: true, maxContext: 32768 },
   state: { maxBytes: 4 * 1024 ** 3, maxConversations: 100 },
   engine: { threads: 0, speculation: 8 },
 };
@@ -45,6 +49,9 @@ export function mergeSettings(base: ServerSettings, input: SettingsSection | unk
       maxTokens: num(c.maxTokens, b.completions.maxTokens, 1, 100_000),
       maxPromptTokens: num(c.maxPromptTokens, b.completions.maxPromptTokens, 64, 1_000_000),
       maxContextTokens: num(c.maxContextTokens, b.completions.maxContextTokens, 0, 1_000_000),
+      heal: bool(c.heal, b.completions.heal),
+      filter: bool(c.filter, b.completions.filter),
+      fim: bool(c.fim, b.completions.fim),
     },
     chat: {
       maxTokens: num(chat.maxTokens, b.chat.maxTokens, 1, 1_000_000),

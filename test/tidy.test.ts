@@ -11,6 +11,8 @@ import { repoRoot } from './support/paths';
 const SOURCE_DIRS = ['extension', 'server', 'webview', 'scripts', 'test', 'training', 'native/src', 'native/include', 'native/tools', 'native/tests', 'native/addon'];
 const SOURCE_EXT = /\.(ts|mjs|js|c|h|cc|py)$/;
 const SKIP_DIRS = new Set(['node_modules', 'data', 'build']);
+// Dot folders are git-ignored work (training/.corpus holds other projects' sources, training/.runs checkpoints).
+const skipDir = (name: string) => SKIP_DIRS.has(name) || name.startsWith('.');
 
 function walk(dir: string): string[] {
   if (!fs.existsSync(dir)) return [];
@@ -18,7 +20,7 @@ function walk(dir: string): string[] {
   for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
     const p = path.join(dir, e.name);
     if (e.isDirectory()) {
-      if (!SKIP_DIRS.has(e.name)) out.push(...walk(p));
+      if (!skipDir(e.name)) out.push(...walk(p));
     } else if (SOURCE_EXT.test(e.name)) out.push(p);
   }
   return out;

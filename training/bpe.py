@@ -83,10 +83,11 @@ def learn(texts, n_ranks):
     return vocab
 
 
-def write_tokenizer(directory, vocab, specials_config):
+def write_tokenizer(directory, vocab, specials_config, extra=None):
     """tiktoken.model for `vocab`, and tokenizer_config.json whose added_tokens_decoder moves
     the released special names (specials_config: the release's tokenizer_config.json) to the
-    256 ids after len(vocab)."""
+    256 ids after len(vocab). extra: {slot: name} names for reserved slots (0..255 after the
+    ranks), e.g. fill-in-the-middle tokens; naming a slot the release already names is an error."""
     with open(os.path.join(directory, "tiktoken.model"), "w") as f:
         for rank, b in enumerate(vocab):
             f.write(f"{base64.b64encode(b).decode()} {rank}\n")
@@ -95,6 +96,11 @@ def write_tokenizer(directory, vocab, specials_config):
     released_base = min(int(k) for k in released["added_tokens_decoder"])
     base = len(vocab)
     decoder = {str(int(k) - released_base + base): v for k, v in released["added_tokens_decoder"].items()}
+    for slot, name in (extra or {}).items():
+        old = decoder[str(base + slot)]
+        if not old["content"].startswith("<|reserved_token_"):
+            raise ValueError(f"special slot {slot} is {old['content']}, not a reserved slot")
+        decoder[str(base + slot)] = dict(old, content=name)
     config = {k: v for k, v in released.items() if k != "added_tokens_decoder"}
     config["added_tokens_decoder"] = decoder
     with open(os.path.join(directory, "tokenizer_config.json"), "w") as f:

@@ -25,7 +25,7 @@ def main():
     args = parser.parse_args()
     ids = [int(x) for x in args.ids.split(",")]
     ranks = configs.TEST["ranks"]
-    text = configs.text_config("test", ranks + 256, bos=ranks, eos=ranks + 2, pad=ranks + 255)
+    text = configs.text_config(configs.TEST, ranks + 256, bos=ranks, eos=ranks + 2, pad=ranks + 255)
     model = K3ForCausalLM(TextConfig(text))
     init_weights(model, args.seed)
     gen = torch.Generator().manual_seed(args.seed)

@@ -31,14 +31,35 @@ TEST = dict(CPU, **{
     "kda_heads": 2, "kda_head_dim": 32, "num_attention_heads": 2, "q_lora_rank": 32, "kv_lora_rank": 32,
     "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "intermediate_size": 96,
     "num_experts": 4, "moe_intermediate_size": 64, "routed_expert_hidden_size": 32, "ranks": 512,
+    "long_seq_len": 512, "long_batch": 4, "long_from": 0.5,
 })
 
-SIZES = {"cpu": CPU, "cuda": CUDA, "test": TEST}
 
 
-def text_config(size, vocab_size, bos, eos, pad):
-    """The released text_config keys for a size (docs/k3-architecture.md §1.2)."""
-    s = SIZES[size]
+def shape(hidden, layers):
+    """A shape of the same family at another width and depth: 64-wide KDA and MLA heads, MLA
+    on every fourth layer and the last, ranks and widths in proportion to the width (MXFP4
+    needs the expert widths in multiples of 32). For measure.py and choosing a size."""
+    mla = sorted({i for i in range(4, layers + 1, 4)} | {layers})
+    return dict(CPU, **{
+        "hidden_size": hidden, "num_hidden_layers": layers, "full_attn_layers": mla,
+        "kda_heads": hidden // 64, "num_attention_heads": hidden // 64, "q_lora_rank": hidden // 2,
+        "kv_lora_rank": max(32, hidden // 3 // 32 * 32), "intermediate_size": 3 * hidden,
+        "moe_intermediate_size": hidden, "routed_expert_hidden_size": hidden // 2,
+    })
+
+
+# k3-mini v2, sized to the tokens one shared CPU thread affords in about 4.5 hours (training/README.md,
+# "Choosing v2's size", has the measured figures): 4096 tokens a step, 512-token rows, then 1024-token
+# rows for the last 30 % so fill-in-the-middle examples carry longer prefixes.
+V2 = dict(shape(128, 8), **{"seq_len": 512, "batch": 8, "long_seq_len": 1024, "long_batch": 4, "long_from": 0.7,
+                            "steps": 2000, "lr": 3e-3, "warmup": 100})
+
+SIZES = {"cpu": CPU, "v2": V2, "cuda": CUDA, "test": TEST}
+
+
+def text_config(s, vocab_size, bos, eos, pad):
+    """The released text_config keys for a size (one of SIZES; docs/k3-architecture.md §1.2)."""
     layers = s["num_hidden_layers"]
     return {
         "model_type": "kimi_linear",

@@ -1,17 +1,22 @@
-"""evaluate.py - held-out metrics of an exported model, computed by the project's engine
-(native/build/k3), not by torch, on the held-out split of corpus.py:
-  - next-token accuracy and perplexity: teacher-forced passes over the first WINDOW tokens
-    of each held-out file (`k3 --tf-check --dump-logits`);
-  - single-line exact match: each file cut at random line starts, the line completed
-    greedily from the code before it, compared with the real line;
-  - speculative decoding: the same files cut at a line, `--spec 8` against serial decode with
-    the rest of the file as drafting material: acceptance and end-to-end speedup.
-Writes metrics.json and examples.md into the model directory.
+"""evaluate.py - held-out metrics of exported models, computed by the project's engine
+(native/build/k3), not by torch, on the held-out packages of training/heldout.json (whole
+packages neither v1 nor v2 trained on), with a baseline model beside the model:
+  - teacher-forced: next-token accuracy, perplexity and nats per byte over the first
+    TF_BYTES bytes of each file (header line included, as the server sends it); nats per
+    byte compare models whose tokenizers differ, per-token figures do not;
+  - single-line completion, greedy: each file cut after a line's indentation and inside a
+    line, the rest of the line completed and compared with the real one (exact match and
+    edit similarity), in the plain layout (header and the file above the cursor) and, for a
+    model whose tokenizer names the fill-in-the-middle tokens, in the FIM layout (fim.py)
+    with the text after the line as suffix. Both heal the prompt as the server does: the
+    cursor line's last pre-token is removed and regenerated under a byte-prefix constraint
+    (emulated here one constrained step per process, from the engine's logits).
+Writes metrics.json and examples.md into the model directory. Line metrics through the
+language server (what the editor shows) are `npm run bench -- quality`.
 
-    /usr/bin/python3 training/evaluate.py media/models/k3-mini
+    /usr/bin/python3 training/evaluate.py media/models/k3-mini --baseline /work/peer/k3-mini-v1
 """
 import argparse
-import base64
 import json
 import math
 import os
@@ -21,169 +26,225 @@ import subprocess
 import sys
 import tempfile
 
+import torch
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import corpus  # noqa: E402
+import data  # noqa: E402
+import fim  # noqa: E402
+from encoder import Encoder  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 K3 = os.path.join(ROOT, "native", "build", "k3")
-WINDOW = 512
-LINE_CONTEXT_CHARS = 1500
-LINE_GEN = 40
-SPEC_GEN = 64
-SPEC_N = 8
+TF_BYTES = 3000
+PROMPT_TOKENS = 1024  # the file above the cursor, lines dropped from the top to fit
+LINE_GEN = 48
+MAX_TRUTH = 100  # characters; longer lines are not used as cases
 
 
 def k3(*args):
     r = subprocess.run([K3, *map(str, args)], capture_output=True, text=True, errors="replace")
     if r.returncode != 0:
         raise RuntimeError(f"k3 {' '.join(map(str, args))[:200]} failed:\n{r.stderr[-2000:]}")
-    return r.stdout + r.stderr
+    return r.stdout
 
 
-class Vocab:
-    def __init__(self, model):
-        self.bytes = {}
-        with open(os.path.join(model, "tiktoken.model")) as f:
-            for line in f:
-                b64, rank = line.split()
-                self.bytes[int(rank)] = base64.b64decode(b64)
-        self.model = model
+class Model:
+    def __init__(self, directory):
+        self.dir = directory
+        self.enc = Encoder(directory)
+        self.fim = all(n in self.enc.special for n in fim.FIM_NAMES)
+        self.eos = self.enc.special[fim.EOS_NAME]
 
-    def encode(self, text):
+    def engine_encode(self, text):
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False, encoding="utf-8") as f:
             f.write(text)
         try:
-            return json.loads(k3("tokenize", "--tok", self.model, "--prompt-file", f.name, "--no-special")
+            return json.loads(k3("tokenize", "--tok", self.dir, "--prompt-file", f.name, "--no-special")
                               .strip().splitlines()[-1])
         finally:
             os.unlink(f.name)
 
-    def decode(self, ids):
-        return b"".join(self.bytes.get(i, b"") for i in ids).decode("utf-8", "replace")
-
-
-def generate(model, ids, n, extra=()):
-    with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "out.json")
-        text = k3(model, "--ids", ",".join(map(str, ids)), "--gen", n, "--out", out, *extra)
-        with open(out) as f:
-            return json.load(f), text
-
-
-def teacher_forced(model, vocab, files):
-    import torch
-
-    nll, correct, count = 0.0, 0, 0
-    for entry in files:
-        ids = vocab.encode(corpus.read_text(entry))[:WINDOW]
-        if len(ids) < 16:
-            continue
+    def logits(self, ids, all_positions=False):
         with tempfile.TemporaryDirectory() as d:
             dump = os.path.join(d, "logits.f32")
-            k3(model, "--ids", ",".join(map(str, ids)), "--tf-check", "--dump-logits", dump)
+            extra = ("--tf-check",) if all_positions else ("--gen", 1)
+            k3(self.dir, "--ids", ",".join(map(str, ids)), *extra, "--dump-logits", dump)
             with open(dump, "rb") as f:
-                logits = torch.frombuffer(bytearray(f.read()), dtype=torch.float32).view(len(ids), -1).double()
+                raw = torch.frombuffer(bytearray(f.read()), dtype=torch.float32)
+        return raw.view(len(ids), -1).double() if all_positions else raw.double()
+
+    def generate(self, ids, n):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "out.json")
+            k3(self.dir, "--ids", ",".join(map(str, ids)), "--gen", n, "--incremental", "--out", out)
+            with open(out) as f:
+                return json.load(f)["generated_ids"]
+
+    def healed(self, ids, removed, n):
+        """Bytes generated after ids whose start re-spells `removed` (the backed-off bytes):
+        while bytes remain, the best token that is a prefix of them or extends them."""
+        out = b""
+        ids = list(ids)
+        while len(out) < len(removed):
+            want = removed[len(out):]
+            scores = self.logits(ids)
+            ok = [t for t, b in enumerate(self.enc.bytes) if b and (b.startswith(want) or want.startswith(b))]
+            best = max(ok, key=lambda t: scores[t].item())
+            ids.append(best)
+            out += self.enc.bytes[best]
+        gen = self.generate(ids, n)
+        if self.eos in gen:
+            gen = gen[:gen.index(self.eos)]
+        return out + self.enc.decode([t for t in gen if t < self.enc.n_ranks])
+
+
+def teacher_forced(model, files):
+    nll, correct, count, nbytes = 0.0, 0, 0, 0
+    for entry in files:
+        text = corpus.header(entry["language"], entry["name"]) + data.read_doc(entry["path"])
+        cut = text.rfind("\n", 0, TF_BYTES) + 1 if len(text) > TF_BYTES else len(text)
+        ids = model.engine_encode(text[:cut])
+        if len(ids) < 16:
+            continue
+        logits = model.logits(ids, all_positions=True)
         target = torch.tensor(ids[1:])
         logp = torch.log_softmax(logits[:-1], -1)
         nll += -logp.gather(1, target.unsqueeze(1)).sum().item()
         correct += (logits[:-1].argmax(-1) == target).sum().item()
         count += len(ids) - 1
-    return {"files": len(files), "window": WINDOW, "positions": count, "next_token_accuracy": correct / count,
-            "perplexity": math.exp(nll / count), "mean_nll_nats": nll / count}
+        nbytes += len(model.enc.decode(ids[1:]))
+    return {"positions": count, "bytes": nbytes, "next_token_accuracy": correct / count,
+            "perplexity": math.exp(nll / count), "nats_per_token": nll / count, "nats_per_byte": nll / nbytes}
 
 
-def line_cuts(text, rng, per_file):
-    """Offsets of line starts that have context before them and a non-blank line after."""
-    starts = [m.end() for m in re.finditer("\n", text)]
-    good = [s for s in starts if s >= 200 and text[s:].split("\n", 1)[0].strip() and "\n" in text[s:]]
-    rng.shuffle(good)
-    return sorted(good[:per_file])
-
-
-def line_completion(model, vocab, files, rng, per_file):
-    results = []
+def cases(files, rng, per_file):
+    """(entry, text, cursor offset, kind, truth): after the indentation and inside a line."""
+    out = []
     for entry in files:
-        text = corpus.read_text(entry)
-        for cut in line_cuts(text, rng, per_file):
-            truth = text[cut:].split("\n", 1)[0]
-            prompt = vocab.encode(text[max(0, cut - LINE_CONTEXT_CHARS) : cut])
-            out, _ = generate(model, prompt, LINE_GEN, ("--incremental",))
-            got = vocab.decode(out["generated_ids"]).split("\n", 1)[0]
-            results.append({"file": entry["name"], "prefix": text[max(0, cut - 160) : cut], "truth": truth,
-                            "completion": got, "exact": got.rstrip() == truth.rstrip()})
-    exact = sum(r["exact"] for r in results)
-    return {"lines": len(results), "exact_match": exact / max(1, len(results))}, results
+        text = data.read_doc(entry["path"])
+        starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        lines = []
+        for s in starts[1:]:
+            end = text.find("\n", s)
+            end = len(text) if end < 0 else end
+            indent = len(text[s:end]) - len(text[s:end].lstrip())
+            if 2 <= end - s - indent <= MAX_TRUTH and s >= 200:
+                lines.append((s + indent, end))
+        rng.shuffle(lines)
+        for k, (first, end) in enumerate(lines[:per_file]):
+            if k % 2 == 0:
+                out.append((entry, text, first, "after indentation", text[first:end]))
+            else:
+                cursor = rng.randrange(first + 1, end)
+                out.append((entry, text, cursor, "mid-line", text[cursor:end]))
+    return out
 
 
-def spec_stats(text):
-    m = re.search(r"spec: (\d+) rounds, (\d+) drafted, (\d+) accepted .*?, ([\d.]+) tokens per forward pass", text)
-    return {"drafted": int(m.group(2)), "accepted": int(m.group(3)), "tokens_per_pass": float(m.group(4))}
+def prompt(model, entry, text, cursor, layout):
+    """(ids, removed bytes) of the server's layout at the cursor, healed."""
+    head = corpus.header(entry["language"], entry["name"])
+    line_start = text.rfind("\n", 0, cursor) + 1
+    back = line_start + fim.heal_start(text[line_start:cursor])
+    line = model.enc.encode(text[line_start:back])
+    above_lines = text[:line_start].split("\n")[:-1]
+    if layout == "plain":
+        above = fim.above_ids(model.enc, head, above_lines, PROMPT_TOKENS - len(line))
+        ids = above + line
+    else:
+        end = text.find("\n", cursor)
+        suffix = fim.suffix_ids(model.enc, text[len(text) if end < 0 else end:])
+        above = fim.above_ids(model.enc, head, above_lines, PROMPT_TOKENS - len(line))
+        pre, suf, mid = (model.enc.special[n] for n in fim.FIM_NAMES)
+        ids = [pre, suf, *suffix, mid, *above, *line]
+    return ids, text[back:cursor].encode()
 
 
-def speculative(model, vocab, files):
+def edit_similarity(a, b):
+    if not a and not b:
+        return 1.0
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return 1 - prev[-1] / max(len(a), len(b))
+
+
+def line_completion(model, all_cases, layout):
     rows = []
-    for entry in files:
-        text = corpus.read_text(entry)
-        starts = [m.end() for m in re.finditer("\n", text)]
-        cut = next((s for s in starts if s >= 0.4 * len(text)), None)
-        if cut is None or len(text) < 3000:
-            continue
-        prompt = vocab.encode(text[max(0, cut - LINE_CONTEXT_CHARS) : cut])
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False, encoding="utf-8") as f:
-            f.write(text[cut:])
-        try:
-            timing = {}
-            for mode, extra in (("serial", ("--incremental",)), ("spec", ("--spec", SPEC_N, "--context-file", f.name))):
-                best = None
-                for _ in range(3):  # best of three: other work only slows a run
-                    out, log = generate(model, prompt, SPEC_GEN, extra)
-                    if best is None or out["seconds_per_token"] < best[0]["seconds_per_token"]:
-                        best = (out, log)
-                timing[mode] = best
-        finally:
-            os.unlink(f.name)
-        same = timing["serial"][0]["generated_ids"] == timing["spec"][0]["generated_ids"]
-        stats = spec_stats(timing["spec"][1])
-        rows.append({"file": entry["name"], "serial_s_per_token": timing["serial"][0]["seconds_per_token"],
-                     "spec_s_per_token": timing["spec"][0]["seconds_per_token"], "identical_output": same, **stats})
-    drafted = sum(r["drafted"] for r in rows)
-    accepted = sum(r["accepted"] for r in rows)
-    serial = sum(r["serial_s_per_token"] for r in rows)
-    spec = sum(r["spec_s_per_token"] for r in rows)
-    return {"files": len(rows), "spec": SPEC_N, "generated_per_file": SPEC_GEN, "drafted": drafted,
-            "accepted": accepted, "acceptance": accepted / max(1, drafted), "speedup": serial / spec,
-            "all_identical": all(r["identical_output"] for r in rows), "rows": rows}
+    for entry, text, cursor, kind, truth in all_cases:
+        ids, removed = prompt(model, entry, text, cursor, layout)
+        got = model.healed(ids, removed, LINE_GEN)[len(removed):].decode("utf-8", "replace").split("\n")[0]
+        rows.append({"file": entry["path"], "kind": kind, "prefix": text[max(0, cursor - 160):cursor],
+                     "truth": truth, "completion": got, "exact": got.rstrip() == truth.rstrip(),
+                     "edit_similarity": edit_similarity(got.rstrip(), truth.rstrip())})
+    table = {}
+    for kind in ("after indentation", "mid-line", "all"):
+        mine = [r for r in rows if kind in ("all", r["kind"])]
+        table[kind] = {"lines": len(mine), "exact_match": sum(r["exact"] for r in mine) / max(1, len(mine)),
+                       "edit_similarity": sum(r["edit_similarity"] for r in mine) / max(1, len(mine))}
+    return table, rows
+
+
+def pick_files(n, seed):
+    """n held-out files, taken in turn from each package (shuffled by seed within it)."""
+    rng = random.Random(seed)
+    by_package = {}
+    for f in corpus.read_held_out():
+        by_package.setdefault(f["source"], []).append(f)
+    for fs in by_package.values():
+        rng.shuffle(fs)
+    out = []
+    while len(out) < n and any(by_package.values()):
+        for fs in by_package.values():
+            if fs and len(out) < n:
+                out.append(fs.pop())
+    return out
+
+
+def evaluate(directory, files, all_cases):
+    model = Model(directory)
+    result = {"model": os.path.relpath(os.path.abspath(directory), ROOT), "fim": model.fim,
+              "teacher_forced": teacher_forced(model, files)}
+    print(json.dumps({directory: result["teacher_forced"]}), flush=True)
+    layouts = ["plain", "fim"] if model.fim else ["plain"]
+    examples = []
+    for layout in layouts:
+        result[f"lines_{layout}"], rows = line_completion(model, all_cases, layout)
+        examples += [dict(r, layout=layout) for r in rows]
+        print(json.dumps({directory: {layout: result[f"lines_{layout}"]}}), flush=True)
+    return result, examples
 
 
 def main():
-    parser = argparse.ArgumentParser(description="held-out metrics of an exported model, by the engine")
+    parser = argparse.ArgumentParser(description="held-out metrics of exported models, by the engine")
     parser.add_argument("model")
+    parser.add_argument("--baseline", help="another model directory evaluated on the same cases (v1)")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--files", type=int, default=40, help="held-out files per metric")
-    parser.add_argument("--lines-per-file", type=int, default=5)
+    parser.add_argument("--files", type=int, default=45, help="held-out files (spread over the packages)")
+    parser.add_argument("--lines-per-file", type=int, default=4)
     args = parser.parse_args()
-    held_out = [f for f in corpus.collect(ROOT) if f["split"] == "held_out"]
-    rng = random.Random(args.seed)
-    rng.shuffle(held_out)
-    files = held_out[: args.files]
-    vocab = Vocab(args.model)
-    metrics = {"held_out_files_available": len(held_out), "seed": args.seed}
-    metrics["teacher_forced"] = teacher_forced(args.model, vocab, files)
-    print(json.dumps(metrics["teacher_forced"]), flush=True)
-    metrics["line_completion"], examples = line_completion(args.model, vocab, files, rng, args.lines_per_file)
-    print(json.dumps(metrics["line_completion"]), flush=True)
-    metrics["speculative"] = speculative(args.model, vocab, files)
-    print(json.dumps({k: v for k, v in metrics["speculative"].items() if k != "rows"}), flush=True)
+    files = pick_files(args.files, args.seed)
+    all_cases = cases(files, random.Random(args.seed), args.lines_per_file)
+    metrics = {"seed": args.seed, "files": len(files), "packages": sorted({f["source"] for f in files}),
+               "tf_bytes_per_file": TF_BYTES, "prompt_tokens": PROMPT_TOKENS}
+    metrics["model"], examples = evaluate(args.model, files, all_cases)
+    if args.baseline:
+        metrics["baseline"], _ = evaluate(args.baseline, files, all_cases)
     with open(os.path.join(args.model, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=1)
         f.write("\n")
     with open(os.path.join(args.model, "examples.md"), "w") as f:
         f.write("# Single-line completions of held-out code by the engine (greedy)\n\n"
-                "Each: the end of the prefix the model saw, the real line, the model's line.\n\n")
+                "Each: the layout, the end of the text before the cursor, the real rest of the line, the "
+                "model's.\n\n")
         for r in examples[:: max(1, len(examples) // 24)][:24]:
             mark = "exact" if r["exact"] else "differs"
-            f.write(f"## {r['file']} ({mark})\n\n```\n{r['prefix'][-160:]}\n```\n\n"
+            f.write(f"## {os.path.relpath(r['file'], ROOT)}, {r['kind']}, {r['layout']} layout ({mark})\n\n"
+                    f"```\n{r['prefix'][-160:]}\n```\n\n"
                     f"- real:  `{r['truth']}`\n- model: `{r['completion']}`\n\n")
 
 

@@ -1,7 +1,8 @@
 """model_card.py - writes MODEL_CARD.md of an exported model from what the run recorded, so the
-card never disagrees with the files beside it: config.json (shapes), training.json (command,
-time, hardware, loss), metrics.json and examples.md (evaluate.py, computed by the engine),
-and the corpus as corpus.py selects it (sources and licences).
+card never disagrees with the files beside it: config.json (shapes), tokenizer_config.json
+(fill-in-the-middle tokens), training.json (command, time, hardware, loss, and every corpus
+source with its version, licence and size), metrics.json and examples.md (evaluate.py,
+computed by the engine, with the baseline model beside it).
 
     /usr/bin/python3 training/model_card.py media/models/k3-mini
 """
@@ -12,7 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import corpus  # noqa: E402
+import fim  # noqa: E402
 from k3_torch import K3ForCausalLM, TextConfig  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,46 +53,113 @@ def shapes(tc):
     ]
 
 
-def corpus_tables():
-    files = corpus.collect(ROOT)
-    by_source = collections.defaultdict(lambda: [0, 0, 0, 0])
-    by_licence = collections.defaultdict(lambda: [0, 0, set()])
-    for f in files:
-        src = "Python 3.11 standard library (Debian python3.11)" if f["source"].startswith("python") \
-            else "node_modules after `npm ci` (package-lock.json)"
-        row = by_source[src]
-        row[0 if f["split"] == "train" else 2] += 1
-        row[1 if f["split"] == "train" else 3] += f["bytes"]
-        lic = by_licence[f["licence"]]
-        lic[0] += 1
-        lic[1] += f["bytes"]
-        lic[2].add(f["source"])
-    return files, by_source, by_licence
+def corpus_section(training):
+    rows = training["corpus_sources"]
+    train = [r for r in rows if r["split"] == "train"]
+    held = [r for r in rows if r["split"] == "held_out"]
+    by_licence = collections.defaultdict(lambda: [0, 0, 0, set()])
+    for r in train:
+        lic = by_licence[r["licence"]]
+        lic[0] += r["files"]
+        lic[1] += r["bytes"]
+        lic[2] += r["tokens"]
+        lic[3].add(r["source"])
+    groups = training["train_tokens_by_group"]
+    total_tokens = sum(groups.values())
+    out = [
+        f"{sum(r['files'] for r in train)} training files, {sum(r['bytes'] for r in train) / 1e6:.1f} MB, "
+        f"{total_tokens / 1e6:.1f} M tokens (each file with its header line and [EOS]), selected by "
+        "`training/corpus.py` from the fixed list of `training/sources.py` (fetched by `corpus.py --fetch`), the "
+        "node_modules of `npm ci` and Debian's Python 3.11 standard library. Files over 200 KB, minified or "
+        "generated files (a line over 400 characters, a generated-code marker near the top), exact duplicates "
+        "(ignoring whitespace) and near duplicates (MinHash of line sets, 70 %) are dropped; a package keeps at "
+        "most 6 MB (Go and Rust standard libraries 16 MB). The project's own code is not used.",
+        "",
+        "Tokens by language group, and the share of training batches drawn from each "
+        f"(`training/data.py`): " + ", ".join(
+            f"{g} {n / 1e6:.1f} M ({100 * training['group_weights'].get(g, 0):.0f} % of rows)"
+            for g, n in sorted(groups.items(), key=lambda kv: -kv[1])) + ".",
+        "",
+        "| licence | files | MB | M tokens | sources |",
+        "|---|---|---|---|---|",
+        *[f"| {k} | {v[0]} | {v[1] / 1e6:.2f} | {v[2] / 1e6:.2f} | {len(v[3])} |"
+          for k, v in sorted(by_licence.items(), key=lambda kv: -kv[1][1])],
+        "",
+        "Every source (train split), with the version used and how its licence was checked:",
+        "",
+        "| source | version | licence (checked against) | files | MB | M tokens |",
+        "|---|---|---|---|---|---|",
+        *[f"| {r['source']} | {r['version']} | {r['licence']} ({r['licence_checked']}) | {r['files']} | "
+          f"{r['bytes'] / 1e6:.2f} | {r['tokens'] / 1e6:.2f} |" for r in train],
+        "",
+        "Held out for evaluation: whole packages, new in v2, so neither v1 nor v2 trained on them "
+        f"(`training/heldout.json`; {training['held_out_dropped_as_v1_copies']} files dropped from it as copies "
+        "of v1's corpus):",
+        "",
+        "| package | version | licence | files | MB |",
+        "|---|---|---|---|---|",
+        *[f"| {r['source']} | {r['version']} | {r['licence']} | {r['files']} | {r['bytes'] / 1e6:.2f} |" for r in held],
+    ]
+    return out
+
+
+def metrics_section(metrics):
+    runs = [("this model", metrics["model"])] + ([("baseline", metrics["baseline"])] if "baseline" in metrics else [])
+    head = "| metric | " + " | ".join(f"{n} (`{m['model']}`)" for n, m in runs) + " |"
+    out = [f"On {metrics['files']} files of the held-out packages ({', '.join(metrics['packages'])}), seed "
+           f"{metrics['seed']}; the baseline is the previous k3-mini on the same files and cases.", "",
+           head, "|---|" + "---|" * len(runs)]
+
+    def row(name, fn):
+        cells = []
+        for _, m in runs:
+            try:
+                cells.append(fn(m))
+            except KeyError:
+                cells.append("n/a (no FIM tokens)")
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+
+    row(f"next-token accuracy (teacher-forced, the first {metrics['tf_bytes_per_file']} bytes of each file)",
+        lambda m: f"{100 * m['teacher_forced']['next_token_accuracy']:.1f} %")
+    row("perplexity per token (each model's own tokens)", lambda m: f"{m['teacher_forced']['perplexity']:.2f}")
+    row("nats per byte (comparable across tokenizers)", lambda m: f"{m['teacher_forced']['nats_per_byte']:.3f}")
+    for layout in ("plain", "fim"):
+        for kind in ("after indentation", "mid-line"):
+            row(f"single-line exact match, {layout} layout, cursor {kind}",
+                lambda m, k=kind, lay=layout: f"{100 * m[f'lines_{lay}'][k]['exact_match']:.1f} % of "
+                                              f"{m[f'lines_{lay}'][k]['lines']}")
+            row(f"single-line edit similarity, {layout} layout, cursor {kind}",
+                lambda m, k=kind, lay=layout: f"{m[f'lines_{lay}'][k]['edit_similarity']:.3f}")
+    return out
 
 
 def main():
     model = sys.argv[1]
-    config, training, metrics = (load(model, n) for n in ("config.json", "training.json", "metrics.json"))
+    config, training, metrics, tok = (load(model, n) for n in
+                                      ("config.json", "training.json", "metrics.json", "tokenizer_config.json"))
     examples = load(model, "examples.md").split("\n", 3)[3]
     tc = config["text_config"]
     total, active = parameter_counts(tc)
     files = sorted(f for f in os.listdir(model) if f.endswith(".safetensors"))
     weight_bytes = sum(os.path.getsize(os.path.join(model, f)) for f in files)
     all_bytes = sum(os.path.getsize(os.path.join(model, f)) for f in os.listdir(model))
-    corpus_files, by_source, by_licence = corpus_tables()
-    tf, lines, spec = metrics["teacher_forced"], metrics["line_completion"], metrics["speculative"]
+    special = {v["content"]: k for k, v in tok["added_tokens_decoder"].items()}
     hp = training["hyperparameters"]
     losses = training["loss_every_25_steps"]
+    long = (f"; from step {int(hp['steps'] * hp['long_from'])} on, {hp['long_batch']} x {hp['long_seq_len']}"
+            if "long_seq_len" in hp else "")
     out = [
         "# k3-mini: model card",
         "",
         "The embedded default model of k3-code: a small code model with Kimi K3's exact architecture, trained "
         "from scratch by this project, in K3's released checkpoint layout. The extension runs it when "
         "`k3.modelPath` is empty. It is a demo-scale model, not K3: it completes code in the languages of its "
-        "corpus, has never seen a conversation (chat replies are noise), and knows nothing beyond its corpus.",
+        "corpus, in the plain layout and filling in the middle, has never seen a conversation (its config.json "
+        "says `\"k3_code\": {\"chat\": false}`), and knows nothing beyond its corpus.",
         "",
         "This card is written by `training/model_card.py` from the files beside it: `config.json`, "
-        "`training.json` (the run), `metrics.json` and `examples.md` (held-out evaluation by the engine).",
+        "`tokenizer_config.json`, `training.json` (the run and its corpus), `metrics.json` and `examples.md` "
+        "(held-out evaluation by the engine, `training/evaluate.py`).",
         "",
         "## Shapes",
         "",
@@ -102,65 +170,55 @@ def main():
         f"| files | {len(files)} safetensors shards, {weight_bytes / 1e6:.1f} MB of weights "
         f"(BF16 trunk, F32 gate parameters, MXFP4 experts); {all_bytes / 1e6:.1f} MB with tokenizer and records |",
         "",
+        "## Fill-in-the-middle",
+        "",
+        "The tokenizer names " + ", ".join(f"`{n}` ({special[n]})" for n in fim.FIM_NAMES) + " in reserved "
+        "special slots, which is how the server knows to use the FIM layout (suffix first, so typing at the "
+        "cursor extends a checkpointed prompt):",
+        "",
+        "```",
+        "<|fim_prefix|> <|fim_suffix|> encode(S) <|fim_middle|> encode(P_above) encode(P_line) encode(M) [EOS]",
+        "```",
+        "",
+        f"{100 * training['fim_rate']:.0f} % of training rows start with such an example "
+        f"({training['fim_tokens_seen'] / 1e6:.2f} M of the tokens seen); training/README.md gives the exact "
+        "rule for each piece.",
+        "",
         "## Corpus",
         "",
-        f"{len(corpus_files)} files selected by `training/corpus.py`: permissively licensed sources that every "
-        "machine building this project has offline. Minified or generated files (lines over 400 characters), "
-        "files over 200 KB and exact duplicates are dropped. 1 file in 40 (by a hash of its path) is held out "
-        "for evaluation. The project's own code is not used.",
-        "",
-        "| source | train files | train MB | held-out files | held-out MB |",
-        "|---|---|---|---|---|",
-        *[f"| {k} | {v[0]} | {v[1] / 1e6:.1f} | {v[2]} | {v[3] / 1e6:.2f} |" for k, v in sorted(by_source.items())],
-        "",
-        "| licence | files | MB | packages |",
-        "|---|---|---|---|",
-        *[f"| {k} | {v[0]} | {v[1] / 1e6:.2f} | {len(v[2])} |"
-          for k, v in sorted(by_licence.items(), key=lambda kv: -kv[1][1])],
-        "",
-        "Packages are kept only if their package.json licence is one of "
-        f"{', '.join(sorted(corpus.PERMISSIVE))}. The tokenizer is a byte-level BPE of "
-        f"{tc['vocab_size'] - 256} ranks learned on the train split with K3's split pattern (`training/bpe.py`), "
-        "in tiktoken form, followed by K3's 256 special-token slots with their released names; the engine's "
-        "own tokenizer encodes the corpus for training.",
+        *corpus_section(training),
         "",
         "## Training",
         "",
-        f"- command: `{training['command']}`",
+        f"- command: `{training['command']}`" + (f" (resumed {training['resumes']} times with the same command)"
+                                                 if training["resumes"] else ""),
         f"- hardware: {training['machine']}, {training['threads']} torch thread(s), device `{training['device']}`; "
-        f"torch {training['torch']} (Debian python3-torch with OpenBLAS)",
-        f"- time: {training['train_seconds'] / 60:.1f} minutes of training (plus about 2 minutes to select the "
-        "corpus, learn the vocabulary and tokenize)",
-        f"- {training['steps']} steps of {hp['batch']} x {hp['seq_len']} tokens = "
-        f"{training['train_tokens_seen'] / 1e6:.2f} M tokens seen, of {training['corpus_train_tokens'] / 1e6:.2f} M "
-        "in the train split",
+        f"torch {training['torch']} (Debian python3-torch with OpenBLAS), on a machine shared with other work",
+        f"- time: {training['train_seconds'] / 3600:.2f} hours of training steps (plus the corpus selection, the "
+        "vocabulary and tokenizing every file through the engine took 5 minutes on this run)",
+        f"- {training['steps_done']} of {training['steps']} steps of {hp['batch'] * hp['seq_len']} tokens "
+        f"({hp['batch']} x {hp['seq_len']}{long}) = {training['train_tokens_seen'] / 1e6:.2f} M tokens seen, "
+        f"of {training['corpus_train_tokens'] / 1e6:.1f} M in the corpus; "
+        f"{training['train_tokens_seen'] / total:.2f} tokens per parameter",
         f"- AdamW (beta 0.9/0.95, weight decay 0.1 on matrices), peak learning rate {hp['lr']}, {hp['warmup']} "
-        "warm-up steps, cosine decay to 10 %, gradient clipping 1.0; router selection bias moved toward balanced "
-        "load after each step (K3's aux-loss-free balancing); the last 20 % of steps quantization-aware (experts "
-        "seen through MXFP4 rounding, straight-through gradients), so the exported MXFP4 experts are the weights "
-        "the model finished training with",
-        f"- seed {training['seed']}: every random draw comes from it, so the same command on the same machine, "
-        "torch version and thread count should give the same model. Checked for the vocabulary (relearned "
-        "byte for byte); the 80-minute training run itself has not been repeated",
+        f"warm-up steps, then constant, then a cosine fall to 10 % over the last "
+        f"{100 * training['decay_fraction']:.0f} % (warmup-stable-decay); gradient clipping 1.0; router selection "
+        "bias moved toward balanced load after each step (K3's aux-loss-free balancing); the last "
+        f"{100 * training['qat_fraction']:.0f} % of steps quantization-aware (experts seen through MXFP4 rounding, "
+        "straight-through gradients), so the exported MXFP4 experts are the weights the model finished with",
+        f"- seed {training['seed']}: batches are a function of seed and step, and checkpoints hold model, "
+        "optimizer and step, so a resumed run gives the bits of an uninterrupted one (checked at test size)",
         "- training loss (nats per token, mean over 25 steps): "
         + ", ".join(f"step {i * 25}: {losses[i]:.2f}" for i in range(0, len(losses), max(1, len(losses) // 8)))
         + f", last: {losses[-1]:.2f}",
         "",
         "## Held-out metrics (computed by the engine, `training/evaluate.py`)",
         "",
-        f"On {tf['files']} held-out files (seed {metrics['seed']}), never seen in training:",
+        *metrics_section(metrics),
         "",
-        "| metric | value |",
-        "|---|---|",
-        f"| next-token accuracy (greedy, teacher-forced, the first {tf.get('window', 512)} tokens of each file at most, "
-        f"{tf['positions']} positions) | {100 * tf['next_token_accuracy']:.1f} % |",
-        f"| perplexity (same positions) | {tf['perplexity']:.2f} ({tf['mean_nll_nats']:.3f} nats per token) |",
-        f"| single-line exact match ({lines['lines']} lines: files cut at random line starts, the line completed "
-        f"greedily from up to 1,500 characters before it) | {100 * lines['exact_match']:.1f} % |",
-        f"| speculative decoding, `--spec {spec['spec']}` ({spec['files']} files cut at a line past 40 %, "
-        f"{spec['generated_per_file']} tokens each, the rest of the file as drafting material) | "
-        f"{spec['accepted']} of {spec['drafted']} drafted tokens accepted ({100 * spec['acceptance']:.1f} %), "
-        f"{spec['speedup']:.2f}x end-to-end against serial decode, output identical: {spec['all_identical']} |",
+        "Both layouts heal the prompt as the server does (the cursor line's last pre-token is regenerated under "
+        "a byte-prefix constraint). Completion quality through the language server is "
+        "`npm run bench -- quality`.",
         "",
         "## Sample completions of held-out code",
         "",
@@ -171,8 +229,10 @@ def main():
         "```sh",
         "apt-get install -y python3-torch python3-regex libopenblas0-pthread",
         "npm ci && npm run build",
+        "/usr/bin/python3 training/corpus.py --fetch",
         training["command"],
-        f"/usr/bin/python3 training/evaluate.py {os.path.relpath(model, ROOT)}",
+        f"/usr/bin/python3 training/train.py --run <run folder> --export {os.path.relpath(model, ROOT)}",
+        f"/usr/bin/python3 training/evaluate.py {os.path.relpath(model, ROOT)} --baseline <previous k3-mini>",
         f"/usr/bin/python3 training/model_card.py {os.path.relpath(model, ROOT)}",
         "```",
         "",

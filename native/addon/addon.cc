@@ -73,6 +73,7 @@ class Tokenizer : public Napi::ObjectWrap<Tokenizer> {
                                InstanceMethod<&Tokenizer::DecodeBytes>("decodeBytes"),
                                InstanceMethod<&Tokenizer::SpecialId>("specialId"),
                                InstanceMethod<&Tokenizer::TokenBytes>("tokenBytes"),
+                               InstanceMethod<&Tokenizer::LastPiece>("lastPiece"),
                                InstanceMethod<&Tokenizer::Close>("close"),
                                InstanceAccessor<&Tokenizer::VocabSize>("vocabSize"),
                            });
@@ -105,9 +106,25 @@ class Tokenizer : public Napi::ObjectWrap<Tokenizer> {
 
     // The open tokenizer, or nullptr after throwing when close() has freed it.
     k3_tokenizer *Get(Napi::Env env) {
-        if (!tok_)
+        if (!tok_ || closing_)
             ThrowK3Error(env, K3_ERR_INVALID_ARGUMENT, "the tokenizer is closed");
-        return tok_;
+        return closing_ ? nullptr : tok_;
+    }
+
+    // A job on a worker thread reads the tokenizer until Release(); close() meanwhile only
+    // marks it, and the last Release() frees it.
+    k3_tokenizer *Hold(Napi::Env env) {
+        k3_tokenizer *tok = Get(env);
+        if (tok)
+            holders_++;
+        return tok;
+    }
+
+    void Release() {
+        if (--holders_ == 0 && closing_) {
+            k3_tokenizer_close(tok_);
+            tok_ = nullptr;
+        }
     }
 
   private:
@@ -220,10 +237,41 @@ class Tokenizer : public Napi::ObjectWrap<Tokenizer> {
         return out;
     }
 
-    // close(): frees the engine tokenizer now; later calls throw.
+    // lastPiece(text: string): number, the UTF-16 offset where the text's last piece (of the
+    // K3 split pattern) starts: where token healing backs a prompt off to.
+    Napi::Value LastPiece(const Napi::CallbackInfo &info) {
+        Napi::Env env = info.Env();
+        k3_tokenizer *tok = Get(env);
+        if (!tok)
+            return env.Undefined();
+        if (!info[0].IsString()) {
+            Napi::TypeError::New(env, "lastPiece(text): text must be a string").ThrowAsJavaScriptException();
+            return env.Undefined();
+        }
+        const std::string text = info[0].As<Napi::String>().Utf8Value();
+        size_t start = 0;
+        const k3_status st = k3_tokenizer_last_piece(tok, text.data(), text.size(), &start);
+        if (st != K3_OK) {
+            ThrowK3Error(env, st, k3_tokenizer_error(tok));
+            return env.Undefined();
+        }
+        // Bytes to UTF-16 units: pieces start on characters, and a 4-byte one is a pair.
+        size_t units = 0;
+        for (size_t i = 0; i < start; i++) {
+            const unsigned char b = static_cast<unsigned char>(text[i]);
+            if ((b & 0xC0) != 0x80)
+                units += b >= 0xF0 ? 2 : 1;
+        }
+        return Napi::Number::New(env, static_cast<double>(units));
+    }
+
+    // close(): frees the engine tokenizer (once no job holds it); later calls throw.
     Napi::Value Close(const Napi::CallbackInfo &info) {
-        k3_tokenizer_close(tok_);
-        tok_ = nullptr;
+        closing_ = true;
+        if (holders_ == 0) {
+            k3_tokenizer_close(tok_);
+            tok_ = nullptr;
+        }
         return info.Env().Undefined();
     }
 
@@ -235,6 +283,8 @@ class Tokenizer : public Napi::ObjectWrap<Tokenizer> {
     }
 
     k3_tokenizer *tok_ = nullptr;
+    int holders_ = 0;
+    bool closing_ = false;
 };
 
 Napi::FunctionReference Tokenizer::constructor;
@@ -345,5 +395,17 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
 }
 
 } // namespace
+
+k3_tokenizer *TokenizerHold(Napi::Env env, Napi::Object object) {
+    if (!object.CheckTypeTag(&kTokenizerTag)) {
+        Napi::TypeError::New(env, "expected a Tokenizer").ThrowAsJavaScriptException();
+        return nullptr;
+    }
+    return Tokenizer::Unwrap(object)->Hold(env);
+}
+
+void TokenizerRelease(Napi::Object object) {
+    Tokenizer::Unwrap(object)->Release();
+}
 
 NODE_API_MODULE(k3, Init)

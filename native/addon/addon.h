@@ -31,4 +31,10 @@ k3_model *ModelHandle(Napi::Env env, Napi::Object object);
 // Adds openModel() and Session (native/addon/session.cc) to the exports.
 void RegisterSession(Napi::Env env, Napi::Object exports);
 
+// The open tokenizer behind a JS Tokenizer, held for a job on another thread (which may
+// only read its tables: k3.h): close() waits until every holder has released it. nullptr
+// (with an exception pending) when `object` is not an open Tokenizer. JS thread only.
+k3_tokenizer *TokenizerHold(Napi::Env env, Napi::Object object);
+void TokenizerRelease(Napi::Object object);
+
 #endif

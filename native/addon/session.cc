@@ -574,6 +574,15 @@ class GenerateJob : public Job {
 
     k3_generate_params params_;
     std::vector<int32_t> stopIds_, contextIds_;
+    std::string heal_;                 // the bytes healing must spell
+    Napi::ObjectReference tokenizer_;  // the JS Tokenizer held while healing (empty otherwise)
+
+    // Healing with `tok`, held (TokenizerHold) from `tokenizer` until Settle releases it.
+    void SetHeal(Napi::Object tokenizer, k3_tokenizer *tok, Napi::Uint8Array bytes) {
+        tokenizer_ = Napi::Persistent(tokenizer);
+        heal_.assign(reinterpret_cast<const char *>(bytes.Data()), bytes.ByteLength());
+        params_.tokenizer = tok;
+    }
 
   protected:
     k3_status Call(k3_context *ctx) override {
@@ -584,6 +593,8 @@ class GenerateJob : public Job {
         p.n_context_ids = static_cast<int>(contextIds_.size());
         p.on_token = &GenerateJob::OnToken;
         p.user = this;
+        p.heal = heal_.empty() ? nullptr : heal_.data();
+        p.heal_len = heal_.size();
         k3_generate_stats run = {};
         k3_status st = k3_generate(ctx, &p, &run);
         stats_.emitted += run.emitted;
@@ -592,6 +603,7 @@ class GenerateJob : public Job {
         stats_.drafted += run.drafted;
         stats_.accepted += run.accepted;
         stats_.stop_reason = run.stop_reason;
+        stats_.healed += run.healed;
         return st;
     }
 
@@ -599,6 +611,10 @@ class GenerateJob : public Job {
         TokenQueue::Drain(queue_, env, callback_.Value());
         tsfn_.Release();
         callback_.Reset();
+        if (!tokenizer_.IsEmpty()) {
+            TokenizerRelease(tokenizer_.Value());
+            tokenizer_.Reset();
+        }
     }
 
     Napi::Value Result(Napi::Env env) override { return Stats(env); }
@@ -629,6 +645,7 @@ class GenerateJob : public Job {
         o.Set("rounds", stats_.rounds);
         o.Set("drafted", stats_.drafted);
         o.Set("accepted", stats_.accepted);
+        o.Set("healed", stats_.healed);
         const int r = static_cast<int>(stats_.stop_reason);
         o.Set("stopReason", r >= 0 && r <= 2 ? reasons[r] : "length");
         return o;
@@ -696,9 +713,27 @@ Napi::Value Session::Generate(const Napi::CallbackInfo &info) {
     if ((!o.Get("stopIds").IsUndefined() && !ReadIds(env, o.Get("stopIds"), "options.stopIds", stopIds)) ||
         (!o.Get("contextIds").IsUndefined() && !ReadIds(env, o.Get("contextIds"), "options.contextIds", contextIds)))
         return env.Undefined();
-    if (!BeginJob(env))
+    // heal: { bytes: Uint8Array, tokenizer: Tokenizer } (token healing, k3.h).
+    Napi::Value heal = o.Get("heal");
+    const bool healing = !heal.IsUndefined() && !heal.IsNull();
+    if (healing && (!heal.IsObject() || !heal.As<Napi::Object>().Get("bytes").IsTypedArray() ||
+                    heal.As<Napi::Object>().Get("bytes").As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array ||
+                    !heal.As<Napi::Object>().Get("tokenizer").IsObject())) {
+        Napi::TypeError::New(env, "options.heal must be { bytes: Uint8Array, tokenizer: Tokenizer }").ThrowAsJavaScriptException();
         return env.Undefined();
+    }
+    Napi::Object tokenizer = healing ? heal.As<Napi::Object>().Get("tokenizer").As<Napi::Object>() : Napi::Object();
+    k3_tokenizer *tok = healing ? TokenizerHold(env, tokenizer) : nullptr;
+    if (healing && !tok)
+        return env.Undefined();
+    if (!BeginJob(env)) {
+        if (healing)
+            TokenizerRelease(tokenizer);
+        return env.Undefined();
+    }
     auto *job = new GenerateJob(info.This().As<Napi::Object>(), this, info[1].As<Napi::Function>());
+    if (healing)
+        job->SetHeal(tokenizer, tok, heal.As<Napi::Object>().Get("bytes").As<Napi::Uint8Array>());
     job->params_.max_tokens = IntOption(o, "maxTokens", job->params_.max_tokens);
     job->params_.spec_max = IntOption(o, "specMax", job->params_.spec_max);
     job->stopIds_ = std::move(stopIds);

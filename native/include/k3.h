@@ -91,8 +91,16 @@ int32_t k3_tokenizer_special_id(const k3_tokenizer *tok, const char *name);
 
 /* The bytes of token `id` (a special's are its name), *len set to their count; NULL when
  * id is outside the vocabulary. A rank's bytes need not be valid UTF-8 on their own. The
- * pointer stays valid until k3_tokenizer_close(). */
+ * pointer stays valid until k3_tokenizer_close(). This, k3_tokenizer_vocab_size and
+ * k3_tokenizer_special_id only read tables fixed at open: unlike the other calls they may
+ * run on several threads at once, and alongside one other call on the tokenizer. */
 const char *k3_tokenizer_token(const k3_tokenizer *tok, int32_t id, size_t *len);
+
+/* The byte offset in text[0..len) where its last piece starts, the pieces being what the
+ * K3 split pattern cuts the text into (BPE never merges across them; special-token names
+ * are ordinary text here). A prompt cut there ends where typing more text cannot move the
+ * boundary, which is where token healing backs a prompt off to. 0 for an empty text. */
+k3_status k3_tokenizer_last_piece(k3_tokenizer *tok, const char *text, size_t len, size_t *start);
 
 /* Encodes text[0..len) into ids. allow_special non-zero: the name of a special token in
  * the text becomes its id; zero: it is ordinary text. Bytes that are not valid UTF-8 are
@@ -218,6 +226,20 @@ typedef struct k3_generate_params {
                                    pays (on a model whose weights fit the CPU's cache a verified
                                    position costs about a whole step); 1: draft whenever the
                                    drafter proposes, for testing the drafter and the verifier */
+    /* Token healing (docs/PROMPTS.md): the caller has backed the prompt off to the start of
+     * its last piece (k3_tokenizer_last_piece) and passes the removed bytes here. The first
+     * generated tokens then spell them: a token is allowed while its bytes are a prefix of
+     * what remains to be spelled, or when they spell all of it and go on; special tokens
+     * are not; among the allowed, the greedy choice. Drafts that break the constraint are
+     * never proposed and verification applies it, so speculation stays exact. The emitted
+     * tokens include the healed bytes (the caller strips them). Needs the logits of the
+     * sequence's last position, which every decode in this process keeps (and checkpoints
+     * carry), but a loaded saved state does not: K3_ERR_INVALID_ARGUMENT then. A call that
+     * stops before all is spelled leaves the rest to the caller's next call. */
+    const char *heal;           /* the bytes to spell (default NULL: no constraint) */
+    size_t heal_len;
+    const k3_tokenizer *tokenizer; /* the model's tokenizer, needed with heal (read only: it
+                                      may be used by another thread meanwhile) */
 } k3_generate_params;
 
 /* Why k3_generate returned K3_OK. */
@@ -230,6 +252,7 @@ typedef struct k3_generate_stats {
     int drafted;        /* draft tokens proposed */
     int accepted;       /* draft tokens verification accepted */
     k3_stop_reason stop_reason;
+    int healed;         /* tokens emitted while the heal constraint was still active */
 } k3_generate_stats;
 
 void k3_generate_params_default(k3_generate_params *params);

@@ -16,6 +16,7 @@ static size_t mla_row_bytes(const k3_context *c) {
 }
 
 void context_snapshot_free(context_snapshot *s) {
+    free(s->logits);
     free(s->kda);
     free(s->mla);
     free(s->tokens);
@@ -32,6 +33,19 @@ k3_status context_snapshot_take(k3_context *c, context_snapshot *s, int with_his
     s->length = c->length;
     s->next = c->next;
     s->bytes = kda;
+    /* The last logits go along, so healing can constrain the step after a resume. */
+    if (c->last_logits_valid) {
+        const size_t lb = sizeof(float) * (size_t)m->vocab;
+        if (!s->logits && !(s->logits = malloc(lb))) {
+            context_snapshot_free(s);
+            return error_set(&c->err, K3_ERR_OUT_OF_MEMORY, "state snapshot: out of memory for %zu bytes", kda + lb);
+        }
+        memcpy(s->logits, c->last_logits, lb);
+        s->bytes += lb;
+    } else {
+        free(s->logits);
+        s->logits = NULL;
+    }
     if (!with_history)
         return K3_OK;
     s->mla = malloc(rows ? rows : 1);
@@ -66,6 +80,9 @@ static void restore(k3_context *c, const context_snapshot *s, int keep_rows) {
     }
     c->length = s->length;
     c->next = s->next;
+    c->last_logits_valid = s->logits != NULL;
+    if (s->logits)
+        memcpy(c->last_logits, s->logits, sizeof(float) * (size_t)m->vocab);
 }
 
 void context_snapshot_restore(k3_context *c, const context_snapshot *s) {

@@ -18,6 +18,7 @@
 typedef struct context_snapshot {
     int length;
     int32_t next;    /* greedy token after position length-1 (-1 when length is 0) */
+    float *logits;   /* (vocab) the logits after position length-1; NULL when unknown */
     float *kda;      /* (forward_kda_state_floats) */
     float *mla;      /* (n_mla, length, row) or NULL for a rollback-only snapshot */
     int32_t *tokens; /* (length) or NULL for a rollback-only snapshot */
@@ -37,6 +38,11 @@ struct k3_context {
     float *scratch;  /* (forward_scratch_floats(batch)) */
     float *logits;   /* (forward_logit_rows(batch), vocab) staging for positions whose logits the caller
                         did not ask for */
+    /* (vocab) the logits after the last decoded position, which token healing constrains;
+     * valid only when last_logits_valid (not after a saved state is loaded: the format
+     * does not carry them). */
+    float *last_logits;
+    int last_logits_valid;
     /* Cancellation is aimed at one call: call_seq is odd while a cancellable call runs;
      * k3_cancel() records the running call's number in cancel_seq, which can then never
      * match a later call. */

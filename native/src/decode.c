@@ -58,13 +58,14 @@ k3_status k3_context_open(k3_model *km, const k3_context_params *params, k3_cont
     c->state.mla = alloc_floats(mla);
     c->scratch = alloc_floats(scratch);
     c->logits = alloc_floats((long)forward_logit_rows(p.batch) * m->vocab);
+    c->last_logits = alloc_floats(m->vocab);
     c->tokens = calloc((size_t)p.max_context, sizeof(int32_t));
-    if (!c->state.kda || !c->state.mla || !c->scratch || !c->logits || !c->tokens) {
+    if (!c->state.kda || !c->state.mla || !c->scratch || !c->logits || !c->last_logits || !c->tokens) {
         error_set(&err, K3_ERR_OUT_OF_MEMORY,
                   "context for %d positions: out of memory allocating %.1f MB (KDA state %.1f MB, MLA cache %.1f MB, "
                   "scratch %.1f MB, logits %.1f MB)",
-                  p.max_context, (kda + mla + scratch + (long)forward_logit_rows(p.batch) * m->vocab) * 4e-6,
-                  kda * 4e-6, mla * 4e-6, scratch * 4e-6, (long)forward_logit_rows(p.batch) * m->vocab * 4e-6);
+                  p.max_context, (kda + mla + scratch + (long)(forward_logit_rows(p.batch) + 1) * m->vocab) * 4e-6,
+                  kda * 4e-6, mla * 4e-6, scratch * 4e-6, (long)(forward_logit_rows(p.batch) + 1) * m->vocab * 4e-6);
         k3_context_close(c);
         error_copy_detail(&err, detail, detail_size);
         return err.status;
@@ -88,6 +89,7 @@ void k3_context_close(k3_context *c) {
     free(c->state.mla);
     free(c->scratch);
     free(c->logits);
+    free(c->last_logits);
     free(c->tokens);
     free(c);
 }
@@ -110,6 +112,7 @@ void context_clear(k3_context *c) {
     /* MLA rows past the length are never read, so the cache needs no clearing. */
     c->length = 0;
     c->next = -1;
+    c->last_logits_valid = 0;
 }
 
 void k3_context_reset(k3_context *c) {
@@ -191,8 +194,11 @@ k3_status context_decode(k3_context *c, const int32_t *ids, int n, float *logits
                 argmax[pos] = c->impl->argmax(row, m->vocab);
             if (logits && pos >= first_logit)
                 memcpy(logits + (long)(pos - first_logit) * m->vocab, row, sizeof(float) * m->vocab);
-            if (pos == n - 1)
+            if (pos == n - 1) {
                 c->next = argmax ? argmax[pos] : c->impl->argmax(row, m->vocab);
+                memcpy(c->last_logits, row, sizeof(float) * m->vocab);
+                c->last_logits_valid = 1;
+            }
         }
         memcpy(c->tokens + c->length, ids + done, sizeof(int32_t) * nb);
         c->length += nb;

@@ -25,6 +25,7 @@
 
 #include "context.h"
 #include "draft.h"
+#include "heal.h"
 #include "io.h"
 
 #define SPEC_MAX 16
@@ -99,11 +100,16 @@ typedef struct {
     k3_context *c;
     const k3_generate_params *p;
     k3_generate_stats *st;
+    heal h;
 } run;
 
 /* Emits t; returns 1 when generation must end after it. */
 static int emit(run *r, int32_t t) {
     r->st->emitted++;
+    if (heal_active(&r->h)) {
+        r->st->healed++;
+        r->h.done = heal_advance(&r->h, r->h.done, t);
+    }
     const int stop = r->p->on_token ? r->p->on_token(r->p->user, t) : 0;
     if (is_stop(r->p, t)) {
         r->st->stop_reason = K3_STOP_TOKEN;
@@ -118,6 +124,17 @@ static int emit(run *r, int32_t t) {
         return 1;
     }
     return 0;
+}
+
+/* The greedy token under the heal constraint at byte offset `at`, from one position's
+ * logits. A vocabulary without every single byte may have none: refused, naming where. */
+static k3_status heal_next(run *r, size_t at, const float *logits, int32_t *out) {
+    *out = heal_argmax(&r->h, at, logits);
+    if (*out >= 0)
+        return K3_OK;
+    return error_set(&r->c->err, K3_ERR_INVALID_ARGUMENT,
+                     "k3_generate: no token of the vocabulary spells healed byte %zu of %zu (0x%02x)", at, r->h.n,
+                     (unsigned)r->h.bytes[at]);
 }
 
 static k3_status generate(k3_context *c, const k3_generate_params *params, k3_generate_stats *stats);
@@ -147,10 +164,32 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
         return error_set(&c->err, K3_ERR_INVALID_ARGUMENT,
                          "k3_generate: max_tokens %d (>= 1), spec_max %d (0..%d), %d stop ids, %d context ids",
                          params->max_tokens, params->spec_max, SPEC_MAX, params->n_stop_ids, params->n_context_ids);
-    run r = {c, params, stats};
+    const int vocab = c->model->m->vocab;
+    if (params->heal_len > 0) {
+        if (!params->heal || !params->tokenizer)
+            return error_set(&c->err, K3_ERR_INVALID_ARGUMENT, "k3_generate: heal_len %zu needs heal bytes and a tokenizer",
+                             params->heal_len);
+        if (k3_tokenizer_vocab_size(params->tokenizer) != vocab)
+            return error_set(&c->err, K3_ERR_INVALID_ARGUMENT,
+                             "k3_generate: healing with a tokenizer of %d ids for a model of %d",
+                             (int)k3_tokenizer_vocab_size(params->tokenizer), vocab);
+        if (!c->last_logits_valid)
+            return error_set(&c->err, K3_ERR_INVALID_ARGUMENT,
+                             "k3_generate: healing needs the logits of position %d, which a loaded state does not "
+                             "carry; decode or sync the prompt in this context first",
+                             c->length - 1);
+    }
+    run r = {c, params, stats, {0}};
+    heal_init(&r.h, params->tokenizer, params->heal, params->heal_len);
+    /* The pending token: the model's greedy choice after the last position, under the
+     * heal constraint while it lasts (c->next itself stays the unconstrained choice). */
+    int32_t pending = c->next;
+    k3_status s = K3_OK;
+    if (heal_active(&r.h) && (s = heal_next(&r, 0, c->last_logits, &pending)) != K3_OK)
+        return s;
     pace pc = {c->spec_step_seconds, c->spec_position_seconds, 0, 0};
     draft *d = NULL;
-    k3_status s = K3_OK;
+    float *heal_logits = NULL; /* (SPEC_MAX + 1, vocab) a verify pass's rows, while healing */
     if (params->spec_max > 0) {
         if ((s = draft_new(&d, &c->err)) != K3_OK ||
             (s = draft_set_material(d, params->context_ids, params->n_context_ids, &c->err)) != K3_OK)
@@ -158,7 +197,6 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
     }
     int32_t batch[SPEC_MAX + 1], verdict[SPEC_MAX + 1];
     for (;;) {
-        const int32_t pending = c->next;
         if (emit(&r, pending))
             break;
         if (context_cancel_requested(c)) {
@@ -184,18 +222,43 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
                 break;
             if (max > 0)
                 n_draft = draft_propose(d, pending, max, params->stop_ids, params->n_stop_ids, batch + 1);
+            if (heal_active(&r.h))
+                n_draft = heal_allowed_prefix(&r.h, r.h.done, batch + 1, n_draft);
         }
         batch[0] = pending;
         if (n_draft > 0 && (s = context_snapshot_take(c, &c->rollback, 0)) != K3_OK)
             break;
+        /* While healing, the verdicts of a verify pass need their rows' logits. */
+        const int constrained = n_draft > 0 && heal_active(&r.h);
+        if (constrained && !heal_logits && !(heal_logits = malloc(sizeof(float) * (size_t)(SPEC_MAX + 1) * vocab))) {
+            s = error_set(&c->err, K3_ERR_OUT_OF_MEMORY, "k3_generate: out of memory for healing's logits");
+            break;
+        }
         stats->forward_passes++;
         const double t0 = io_now();
-        if ((s = context_decode(c, batch, n_draft + 1, NULL, 0, n_draft ? verdict : NULL)) != K3_OK)
+        if ((s = context_decode(c, batch, n_draft + 1, constrained ? heal_logits : NULL, constrained ? n_draft + 1 : 0,
+                                n_draft ? verdict : NULL)) != K3_OK)
             break;
         const double seconds = io_now() - t0;
         if (n_draft == 0) {
             pc.step = blend(pc.step, seconds);
+            pending = c->next;
+            if (heal_active(&r.h) && (s = heal_next(&r, r.h.done, c->last_logits, &pending)) != K3_OK)
+                break;
             continue;
+        }
+        if (constrained) {
+            /* verdict[i] is the token after batch[0..i]: constrained while bytes remain
+             * after them (the drafts were allowed, so the offsets follow them). */
+            size_t at = r.h.done;
+            for (int i = 0; i <= n_draft && at < r.h.n; i++) {
+                if ((s = heal_next(&r, at, heal_logits + (size_t)i * vocab, &verdict[i])) != K3_OK) {
+                    context_snapshot_restore(c, &c->rollback);
+                    goto done;
+                }
+                if (i < n_draft)
+                    at = heal_advance(&r.h, at, batch[i + 1]);
+            }
         }
         pc.position = blend(pc.position, seconds / (n_draft + 1));
         stats->rounds++;
@@ -222,11 +285,12 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
         }
         if (ended)
             break;
-        c->next = verdict[accepted];
+        pending = verdict[accepted];
     }
 done:
     c->spec_step_seconds = pc.step;
     c->spec_position_seconds = pc.position;
     draft_free(d);
+    free(heal_logits);
     return s;
 }

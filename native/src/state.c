@@ -306,6 +306,7 @@ k3_status k3_state_load(k3_context *c, const char *path) {
     p += sizeof(int32_t) * n;
     memcpy(&c->next, p, sizeof(int32_t));
     p += sizeof(int32_t);
+    c->last_logits_valid = 0; /* not in the format: healing needs the prompt decoded here */
     memcpy(c->state.kda, p, kda);
     p += kda;
     for (int l = 0; l < m->n_mla; l++) {

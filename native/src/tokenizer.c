@@ -487,6 +487,9 @@ void tokenizer_set_heap_min(k3_tokenizer *t, size_t n) {
 typedef struct sink {
     int32_t *ids;
     size_t cap, n;
+    const uint8_t *text; /* the start of the text being encoded */
+    size_t *starts;      /* NULL, or room for a byte offset from text per piece: then pieces */
+    size_t n_starts;     /* are only found, not encoded (token healing's boundaries) */
 } sink;
 
 static inline void emit(sink *s, int32_t id) {
@@ -843,6 +846,11 @@ static k3_status encode_ordinary(k3_tokenizer *t, const uint8_t *base, size_t a,
                                  sink *out, k3_error *err) {
     for (size_t p = a; p < b;) {
         size_t q = match_piece(t->cp, t->cls, p, b);
+        if (out->starts) {
+            out->starts[out->n_starts++] = (size_t)(base + t->off[p] - out->text);
+            p = q;
+            continue;
+        }
         k3_status st = encode_piece(t, base + t->off[p], t->off[q] - t->off[p], out, err);
         if (st != K3_OK)
             return st;
@@ -870,6 +878,8 @@ static k3_status encode_cut(k3_tokenizer *t, const uint8_t *base, size_t a, size
             return st;
         if (id < 0)
             break;
+        if (out->starts)
+            out->starts[out->n_starts++] = (size_t)(base + at - out->text);
         emit(out, id);
         while (cj < b && off[cj] < at + len)
             cj++;
@@ -901,12 +911,9 @@ static k3_status grow_chars(k3_tokenizer *t, size_t n, k3_error *err) {
     return K3_OK;
 }
 
-k3_status tokenizer_encode(k3_tokenizer *t, const char *text, size_t len, int allow_special,
-                           int32_t *ids, size_t cap, size_t *n_ids, k3_error *err) {
-    *n_ids = 0;
-    if ((!text && len) || (!ids && cap))
-        return error_set(err, K3_ERR_INVALID_ARGUMENT, "tokenize: NULL text or ids");
-    sink out = {ids, cap, 0};
+/* Encodes text[0..len) into out (which counts past its cap). */
+static k3_status encode_text(k3_tokenizer *t, const char *text, size_t len, int allow_special, sink *out,
+                             k3_error *err) {
     const uint8_t *s = (const uint8_t *)text;
     size_t pos = 0;
     while (pos < len) {
@@ -938,23 +945,88 @@ k3_status tokenizer_encode(k3_tokenizer *t, const char *text, size_t len, int al
                 run = 1;
                 in_space = sp;
             } else if (++run > TOKENIZER_MAX_RUN_CHARS) {
-                k3_status st = encode_cut(t, base, cut, i, allow_special, &out, err);
+                k3_status st = encode_cut(t, base, cut, i, allow_special, out, err);
                 if (st != K3_OK)
                     return st;
                 cut = i;
                 run = 1;
             }
         }
-        k3_status st = encode_cut(t, base, cut, n, allow_special, &out, err);
+        k3_status st = encode_cut(t, base, cut, n, allow_special, out, err);
         if (st != K3_OK)
             return st;
         pos += b;
     }
+    return K3_OK;
+}
+
+k3_status tokenizer_encode(k3_tokenizer *t, const char *text, size_t len, int allow_special,
+                           int32_t *ids, size_t cap, size_t *n_ids, k3_error *err) {
+    *n_ids = 0;
+    if ((!text && len) || (!ids && cap))
+        return error_set(err, K3_ERR_INVALID_ARGUMENT, "tokenize: NULL text or ids");
+    sink out = {ids, cap, 0, (const uint8_t *)text, NULL, 0};
+    const k3_status st = encode_text(t, text, len, allow_special, &out, err);
+    if (st != K3_OK)
+        return st;
     *n_ids = out.n;
     if (out.n > cap && (ids || cap))
         return error_set(err, K3_ERR_INVALID_ARGUMENT,
                          "the text needs %zu ids and the buffer holds %zu", out.n, cap);
     return K3_OK;
+}
+
+/* The piece starts of text[0..len) into starts (room for len + 1), their count in *n. */
+static k3_status piece_starts(k3_tokenizer *t, const char *text, size_t len, size_t *starts, size_t *n,
+                              k3_error *err) {
+    sink out = {NULL, 0, 0, (const uint8_t *)text, starts, 0};
+    const k3_status st = encode_text(t, text, len, 0, &out, err);
+    *n = out.n_starts;
+    return st;
+}
+
+/* Characters of every class the split pattern tells apart, and the endings of its
+ * contractions ('s, 're, ...: A2/A3 join them to the word before an apostrophe): appending
+ * any of them to a text must leave its pieces up to a healing boundary as they are. */
+static const char *const PROBES[] = {"a", "A", "1", " ", "\t", "\n", ".", "_", "'", "\"", "(", "\xe4\xb8\xad",
+                                     "s", "t", "m", "d", "re", "ve", "ll", "S", "T", "M", "D", "RE", "VE", "LL"};
+
+k3_status tokenizer_last_piece(k3_tokenizer *t, const char *text, size_t len, size_t *start, k3_error *err) {
+    *start = 0;
+    if (!text && len)
+        return error_set(err, K3_ERR_INVALID_ARGUMENT, "last piece: NULL text");
+    if (len == 0)
+        return K3_OK;
+    size_t *a = malloc(sizeof *a * (2 * len + 10)), *b = a ? a + len + 1 : NULL;
+    char *probe = malloc(len + 4);
+    k3_status st = a && probe ? K3_OK : error_set(err, K3_ERR_OUT_OF_MEMORY, "last piece: out of memory for %zu bytes", len);
+    size_t na = 0, nb = 0;
+    if (st == K3_OK)
+        st = piece_starts(t, text, len, a, &na, err);
+    /* The last piece's start, moved back a piece while the text before it, encoded on its
+     * own, is cut differently ("\t\t" alone is one piece, two before "}"), or while some
+     * next character would cut the text before it differently (a contraction joining
+     * "don" + "'" + "t", say). */
+    size_t k = na ? na - 1 : 0;
+    for (; st == K3_OK && k > 0; k--) {
+        st = piece_starts(t, text, a[k], b, &nb, err);
+        int stable = st == K3_OK && nb == k && !memcmp(a, b, sizeof *a * k);
+        memcpy(probe, text, len);
+        for (size_t p = 0; stable && st == K3_OK && p < sizeof PROBES / sizeof *PROBES; p++) {
+            const size_t pl = strlen(PROBES[p]);
+            memcpy(probe + len, PROBES[p], pl);
+            st = piece_starts(t, probe, len + pl, b, &nb, err);
+            /* The same starts up to `at`, and `at` among them. */
+            stable = nb > k && !memcmp(a, b, sizeof *a * (k + 1));
+        }
+        if (stable)
+            break;
+    }
+    if (st == K3_OK)
+        *start = na ? a[k] : 0;
+    free(a);
+    free(probe);
+    return st;
 }
 
 /* ---- decoding ------------------------------------------------------------------------ */
@@ -1060,6 +1132,11 @@ int32_t k3_tokenizer_special_id(const k3_tokenizer *tok, const char *name) {
 
 const char *k3_tokenizer_token(const k3_tokenizer *tok, int32_t id, size_t *len) {
     return tokenizer_token(tok, id, len);
+}
+
+k3_status k3_tokenizer_last_piece(k3_tokenizer *tok, const char *text, size_t len, size_t *start) {
+    error_clear(&tok->err);
+    return tokenizer_last_piece(tok, text, len, start, &tok->err);
 }
 
 k3_status k3_tokenize(k3_tokenizer *tok, const char *text, size_t len, int allow_special,

@@ -48,6 +48,10 @@ const char *tokenizer_token(const k3_tokenizer *tok, int32_t id, size_t *len);
 k3_status tokenizer_encode(k3_tokenizer *tok, const char *text, size_t len, int allow_special,
                            int32_t *ids, size_t cap, size_t *n_ids, k3_error *err);
 
+/* The byte offset where the last piece of text[0..len) starts (see k3_tokenizer_last_piece);
+ * 0 for an empty text. */
+k3_status tokenizer_last_piece(k3_tokenizer *tok, const char *text, size_t len, size_t *start, k3_error *err);
+
 /* Writes the bytes of ids[0..n_ids) to out and their count to *n_bytes; out may be NULL
  * when cap is 0 (a size query, K3_OK). K3_ERR_TOKEN for an id outside the vocabulary,
  * K3_ERR_INVALID_ARGUMENT when cap is too small (with *n_bytes the size needed). */

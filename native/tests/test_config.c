@@ -225,6 +225,19 @@ TEST(config_text_config_wins_over_the_top_level) {
     CHECK_INT(c.eos_token_ids[0], 163586); /* from the top level, text_config has none */
 }
 
+TEST(config_the_extension_s_k3_code_key_is_read_past_not_refused) {
+    /* k3-code's own top-level key (what the model was trained for, server/engine/modelInfo.ts)
+     * sits beside the released keys; the engine reads the same config with or without it. */
+    static char plain[CONFIG_MAX], marked[CONFIG_MAX];
+    build(plain, NULL, 0, false, NULL);
+    build(marked, NULL, 0, false, "\n  \"k3_code\": {\"chat\": false},");
+    k3_config a, b;
+    k3_error err = {0};
+    CHECK_OK(config_parse(plain, strlen(plain), "config.json", &a, &err), err);
+    CHECK_OK(config_parse(marked, strlen(marked), "config.json", &b, &err), err);
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+}
+
 TEST(config_full_size_layer_lists_put_mla_at_3_7_and_the_last_two_layers) {
     char kda[512] = "[", full[256] = "[";
     for (int l = 1; l <= 93; l++) {

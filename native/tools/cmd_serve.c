@@ -520,6 +520,9 @@ typedef struct gen {
     const int32_t *prompt_ids; /* the prompt, while it runs */
     int n_prompt;
     chat_ids out_ids;          /* the generated ids, when return_token_ids */
+    const char *heal;          /* completions with k3_heal: the bytes cut off the prompt, which */
+    size_t heal_len;           /* the first generated tokens spell (and the answer leaves out) */
+    size_t heal_skip;          /* of them, bytes not yet dropped from the generated text */
 } gen;
 
 /* Sends one server-sent event `data: {json}\n\n`; a failure means the client has gone. */
@@ -659,8 +662,12 @@ static int on_token(void *user, int32_t id) {
         if (!stop && !g->stop_hit) {
             char out[K3_TOKEN_MAX_BYTES + 3];
             size_t n = 0;
-            if (k3_detokenize_stream_next(s->tok, &g->stream_state, id, out, sizeof out, &n) == K3_OK && n)
-                completion_text(g, out, n);
+            if (k3_detokenize_stream_next(s->tok, &g->stream_state, id, out, sizeof out, &n) == K3_OK && n) {
+                const size_t skip = n < g->heal_skip ? n : g->heal_skip; /* the client's own text */
+                g->heal_skip -= skip;
+                if (n > skip)
+                    completion_text(g, out + skip, n - skip);
+            }
         }
     }
     return atomic_load(&g->w.gone) || g->stop_hit;
@@ -779,6 +786,10 @@ static void run_prompt(gen *g, const int32_t *ids, int n, int *bounds, int n_bou
         gp.n_stop_ids = s->fmt.n_stop_ids;
         gp.on_token = on_token;
         gp.user = g;
+        gp.heal = g->heal;
+        gp.heal_len = g->heal_len;
+        gp.tokenizer = s->tok;
+        g->heal_skip = g->heal_len;
         st = k3_generate(s->ctx, &gp, &stats);
         if (st == K3_ERR_CONTEXT_FULL)
             st = K3_OK; /* ends like the limit */
@@ -1021,16 +1032,51 @@ static void handle_completions(conn *c, const json_value *root) {
             bounds[n_bounds++] = (int)b;
         }
     }
+    /* k3_heal: true backs a text prompt off to its last piece here; a string is the text the
+     * client already took off the prompt's end. */
+    bool heal = false;
+    size_t given_len = 0;
+    const char *given = (v = json_get(root, "k3_heal")) ? json_string(v, &given_len) : NULL;
+    if (v && !json_is_null(v) && !given && !json_bool(v, &heal)) {
+        send_error(c, 400, NULL, "'k3_heal' must be a boolean or the string the prompt was backed off by");
+        goto done;
+    }
+    if (given && (given_len == 0 || given_len > K3_TOKEN_MAX_BYTES * 16)) {
+        send_error(c, 400, NULL, "'k3_heal' holds %zu bytes: 1 to %d", given_len, K3_TOKEN_MAX_BYTES * 16);
+        goto done;
+    }
     int n = completion_prompt(c, root, &ids, &text, &text_len);
-    if (n < 0 || hold_engine(c))
+    if (n < 0)
+        goto done;
+    if (heal && !text) {
+        send_error(c, 400, NULL, "'k3_heal': true backs a text prompt off to its last piece: the prompt must be a string");
+        goto done;
+    }
+    if (given) {
+        g.heal = given;
+        g.heal_len = given_len;
+    }
+    if (hold_engine(c))
         goto done;
     if (text) {
+        /* Token healing: the prompt ends at the start of its last piece, which the answer's
+         * first tokens spell again and the answer leaves out (docs/PROMPTS.md). */
+        size_t cut = text_len;
+        k3_status st = heal ? k3_tokenizer_last_piece(c->s->tok, text, text_len, &cut) : K3_OK;
+        if (heal) {
+            g.heal = text + cut;
+            g.heal_len = text_len - cut;
+        }
         /* Special-token names in a text prompt become their ids, as the CLI's --prompt does. */
-        ids = malloc(sizeof *ids * (text_len + 1));
+        ids = st == K3_OK ? malloc(sizeof *ids * (cut + 1)) : NULL;
         size_t got = 0;
-        const k3_status st = ids ? k3_tokenize(c->s->tok, text, text_len, 1, ids, text_len + 1, &got) : K3_ERR_OUT_OF_MEMORY;
+        if (st == K3_OK)
+            st = ids ? k3_tokenize(c->s->tok, text, cut, 1, ids, cut + 1, &got) : K3_ERR_OUT_OF_MEMORY;
         if (st != K3_OK)
             send_error(c, 400, NULL, "the prompt cannot be tokenized (%s): %s", k3_status_name(st), k3_tokenizer_error(c->s->tok));
+        else if (got == 0 && heal)
+            send_error(c, 400, NULL, "'k3_heal': the prompt is a single piece (%zu bytes); healing needs text before it",
+                       text_len);
         else
             run_prompt(&g, ids, (int)got, bounds, n_bounds);
     } else {

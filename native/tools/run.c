@@ -22,6 +22,7 @@ typedef struct run_options {
     int threads;
     int batch;
     int tf_check;
+    int heal;
     const char *dump_logits;
     const char *out;
     const char *save_state, *load_state;
@@ -126,6 +127,8 @@ static int parse_options(int argc, char **argv, run_options *o) {
             o->spec_always = 1;
         else if (!strcmp(a, "--tf-check"))
             o->tf_check = 1;
+        else if (!strcmp(a, "--heal"))
+            o->heal = 1;
         else if (text_opt || int_opt) {
             if (!v)
                 return bad_usage("%s needs a value", a);
@@ -140,8 +143,12 @@ static int parse_options(int argc, char **argv, run_options *o) {
     }
     if (!!o->ids + !!o->prompt + !!o->prompt_file != 1)
         return bad_usage("%s: give the prompt with exactly one of --ids, --prompt, --prompt-file", o->model_dir);
-    /* Speculation, saved state and resuming all need the carried state. */
-    if (o->spec || o->save_state || o->load_state)
+    if (o->heal && o->ids)
+        return bad_usage("%s", "--heal backs the prompt's text off to its last piece: it needs --prompt or --prompt-file");
+    if (o->heal && o->tf_check)
+        return bad_usage("%s", "--heal constrains generation: --tf-check generates nothing");
+    /* Speculation, healing, saved state and resuming all need the carried state. */
+    if (o->spec || o->heal || o->save_state || o->load_state)
         o->incremental = 1;
     if ((o->context_ids || o->context_file) && !o->spec)
         return bad_usage("%s", "--context-ids / --context-file feed the drafter: they need --spec N");
@@ -198,11 +205,18 @@ static int fail(const char *what, k3_status s, const char *detail) {
     return 1;
 }
 
+/* The bytes token healing takes off the end of the prompt (--heal). */
+typedef struct {
+    char *bytes;
+    size_t len;
+} healed_text;
+
 /* Ids given as a list (ids_arg), as text, or as a text file, the last two through the
  * tokenizer of --tok (default: the model directory), opened into *tok on first need.
- * Returns the count, or -1 after a message. */
+ * heal (may be NULL): cut the text at the start of its last piece and keep the rest there
+ * instead of tokenizing it. Returns the count, or -1 after a message. */
 static int text_ids(const run_options *o, const char *ids_arg, const char *prompt, const char *file,
-                    k3_tokenizer **tok, int32_t **out) {
+                    k3_tokenizer **tok, int32_t **out, healed_text *heal) {
     if (ids_arg)
         return parse_ids(ids_arg, out);
     char *text = NULL;
@@ -243,7 +257,20 @@ static int text_ids(const run_options *o, const char *ids_arg, const char *promp
     if (s != K3_OK) {
         fprintf(stderr, "k3: loading the tokenizer from %s failed (%s): %s\n", dir, k3_status_name(s), detail);
     } else {
-        size_t count = 0;
+        size_t count = 0, cut = len;
+        if (heal && (s = k3_tokenizer_last_piece(*tok, src, len, &cut)) == K3_OK) {
+            heal->len = len - cut;
+            if (!(heal->bytes = malloc(heal->len + 1)))
+                s = K3_ERR_OUT_OF_MEMORY;
+            else
+                memcpy(heal->bytes, src + cut, heal->len);
+            len = cut;
+        }
+        if (s != K3_OK) {
+            fprintf(stderr, "k3: finding the prompt's last piece failed (%s)\n", k3_status_name(s));
+            free(text);
+            return -1;
+        }
         *out = malloc(sizeof **out * (len + 1));
         s = *out ? k3_tokenize(*tok, src, len, 1, *out, len + 1, &count) : K3_ERR_OUT_OF_MEMORY;
         if (s == K3_OK)
@@ -289,20 +316,24 @@ int run_main(int argc, char **argv) {
     k3_tokenizer *tok = NULL;
     int32_t *prompt = NULL;
     int32_t *material = NULL;
-    const int n_prompt = text_ids(&o, o.ids, o.prompt, o.prompt_file, &tok, &prompt);
+    healed_text heal = {NULL, 0};
+    const int n_prompt = text_ids(&o, o.ids, o.prompt, o.prompt_file, &tok, &prompt, o.heal ? &heal : NULL);
     const int n_material = n_prompt < 0                            ? -1
-                           : o.context_ids || o.context_file ? text_ids(&o, o.context_ids, NULL, o.context_file, &tok, &material)
+                           : o.context_ids || o.context_file ? text_ids(&o, o.context_ids, NULL, o.context_file, &tok, &material, NULL)
                                                                    : 0;
     if (n_prompt < 0 || n_material < 0) {
         k3_tokenizer_close(tok);
         free(prompt);
         free(material);
+        free(heal.bytes);
         return 1;
     }
     if (n_prompt == 0 && !o.load_state) {
         k3_tokenizer_close(tok);
         free(prompt);
-        return bad_usage("%s: the prompt is empty", o.model_dir);
+        free(heal.bytes);
+        return bad_usage("%s", o.heal ? "--heal: the prompt is a single piece; healing needs text before its last piece"
+                                      : "the prompt is empty");
     }
     char detail[2048];
     k3_model *model = NULL;
@@ -408,6 +439,9 @@ int run_main(int argc, char **argv) {
             gp.spec_always = o.spec_always;
             gp.context_ids = material;
             gp.n_context_ids = n_material;
+            gp.heal = heal.bytes;
+            gp.heal_len = heal.len;
+            gp.tokenizer = tok;
             collected got = {seq + n, 0};
             gp.on_token = collect;
             gp.user = &got;
@@ -451,6 +485,8 @@ int run_main(int argc, char **argv) {
         print_text(tok, seq + n_base + n_prompt, generated);
     if (o.incremental)
         printf("prefilled %d tokens (%d resumed from held state)\n", n - generated - reused, reused);
+    if (o.heal)
+        printf("healed: %zu bytes, spelled by the first %d generated tokens\n", heal.len, gs.healed);
     if (o.spec)
         printf("spec: %d rounds, %d drafted, %d accepted (%.1f%%), mean accepted run %.2f, %.2f tokens per "
                "forward pass\n",
@@ -466,6 +502,7 @@ done:
     k3_tokenizer_close(tok);
     free(prompt);
     free(material);
+    free(heal.bytes);
     free(seq);
     free(pred);
     free(logits);

@@ -7,7 +7,7 @@
 import type { LoadedEngine } from '../engine/host';
 import type { CompletionStats } from '../protocol';
 import type { Job } from '../scheduler';
-import type { Encoder, Layout } from './layout';
+import { type Encoder, FIM_NAMES, type FimTokens, type Layout } from './layout';
 
 export interface CompletionRequest {
   layout: Layout;
@@ -25,6 +25,10 @@ export interface CompletionBackend {
   readonly fingerprint: string;
   /** Positions a prompt and its generation may take together. */
   readonly maxContext: number;
+  /** True when run() honours layout.heal (token healing); the layout heals only then. */
+  readonly heals: boolean;
+  /** The model's fill-in-the-middle tokens, when its tokenizer names them. */
+  readonly fim?: FimTokens;
   /** Runs the prompt for `job`, filling stats (reused, prefilled, generated, drafted,
    * accepted tokens, times) as it goes. Resolves when generation ends (a stop id, the token
    * limit, or job.stop()); rejects with Cancelled, or a failure errors.ts can classify. */
@@ -37,31 +41,62 @@ export function localCompletionBackend(engine: LoadedEngine): CompletionBackend 
     encoder: engine.tokenizer,
     fingerprint: engine.fingerprint,
     maxContext: engine.completion.maxContext,
+    heals: true,
+    fim: fimTokens(engine.tokenizer),
     async run(job, request, stats) {
       const { layout } = request;
       const es = engine.completion;
-      const prefill = await es.prefill(job, layout.ids, [layout.contextEnd, layout.stableEnd, layout.ids.length]);
+      const prefill = await es.prefill(job, layout.ids, [layout.contextEnd, layout.suffixEnd, layout.stableEnd, layout.ids.length]);
       stats.reusedTokens = prefill.reused;
       stats.prefilledTokens = prefill.prefilled;
       stats.prefillMs = prefill.ms;
       const stops = new Set(engine.renderer.stopIds);
       const stream = engine.tokenizer.stream();
+      const healed = new HealedText(layout.heal);
       const gen = await es.generate(job, layout.ids, {
         maxTokens: request.maxTokens,
+        // The healed piece is spelled again, so the text after the cursor still works as
+        // drafting material; the tokens must add up to the bytes for the constraint.
         specMax: request.specMax,
         stopIds: engine.renderer.stopIds,
         contextIds: layout.draftIds,
+        heal: layout.heal ? { bytes: Buffer.from(layout.heal, 'utf8'), tokenizer: engine.tokenizer } : undefined,
         onTokens: (ids) => {
           let text = '';
           for (const id of ids) if (!stops.has(id)) text += stream.push(id);
-          request.onText(text);
+          request.onText(healed.strip(text));
         },
       });
-      request.onText(stream.end());
+      request.onText(healed.strip(stream.end()));
+      stats.healedTokens = gen.healed;
       stats.generatedTokens = gen.ids.length;
       stats.draftedTokens = gen.drafted;
       stats.acceptedTokens = gen.accepted;
       stats.generateMs = gen.ms;
     },
   };
+}
+
+/** The FIM tokens a tokenizer names, or undefined unless it names all three. */
+export function fimTokens(tok: { specialId(name: string): number | undefined }): FimTokens | undefined {
+  const prefix = tok.specialId(FIM_NAMES.prefix);
+  const suffix = tok.specialId(FIM_NAMES.suffix);
+  const middle = tok.specialId(FIM_NAMES.middle);
+  return prefix !== undefined && suffix !== undefined && middle !== undefined ? { prefix, suffix, middle } : undefined;
+}
+
+/** Drops the healed text from the front of the generated text: the engine spells it again
+ * (the user already typed it), and what follows is the completion at the cursor. */
+export class HealedText {
+  constructor(private left: string) {}
+
+  strip(text: string): string {
+    if (this.left === '') return text;
+    const n = Math.min(this.left.length, text.length);
+    if (text.slice(0, n) !== this.left.slice(0, n)) {
+      throw new Error(`token healing: the engine wrote ${JSON.stringify(text.slice(0, n))} where the prompt had ${JSON.stringify(this.left.slice(0, n))}`);
+    }
+    this.left = this.left.slice(n);
+    return text.slice(n);
+  }
 }

@@ -1,6 +1,7 @@
 // layout.ts - how a completion prompt is laid out (docs/PROMPTS.md, "Completions"). K3 has
-// no fill-in-the-middle tokens, so a completion is a plain continuation of text ordered
-// stable parts first:
+// no fill-in-the-middle tokens, so for it a completion is a plain continuation of text
+// ordered stable parts first (a model whose tokenizer names FIM tokens, as k3-mini v2's
+// does, gets the text after the cursor as a FIM suffix block after part 1):
 //   1. extra context: chunks of other documents, each "<comment> <path>\n<text>\n\n", oldest
 //      first (they change rarely, so their checkpoint survives most keystrokes);
 //   2. the current file: "<comment> <path>\n" and its lines above the cursor's line, from a
@@ -21,6 +22,16 @@ export interface ContextChunk {
   text: string;
 }
 
+/** The special tokens of a model trained to fill in the middle (SPM order, below). */
+export interface FimTokens {
+  prefix: number;
+  suffix: number;
+  middle: number;
+}
+
+/** Their names in tokenizer_config.json; a model is FIM-capable when it names all three. */
+export const FIM_NAMES = { prefix: '<|fim_prefix|>', suffix: '<|fim_suffix|>', middle: '<|fim_middle|>' } as const;
+
 export interface LayoutInput {
   path: string;
   languageId: string;
@@ -31,12 +42,21 @@ export interface LayoutInput {
   chunks: readonly ContextChunk[];
   maxPromptTokens: number;
   maxContextTokens: number;
+  /** Back the cursor's line off to its last piece for token healing (a backend that heals
+   * and an encoder with lastPiece). */
+  heal?: boolean;
+  /** Fill in the middle with these tokens (a model that has them); absent: plain layout. */
+  fim?: FimTokens;
 }
 
 export interface Layout {
   ids: number[];
   /** Tokens of part 1 (extra context). */
   contextEnd: number;
+  /** Tokens up to the end of the FIM suffix block (contextEnd in the plain layout). */
+  suffixEnd: number;
+  /** True when the prompt fills in the middle. */
+  fim: boolean;
   /** Tokens of parts 1 and 2: everything before the cursor's line. */
   stableEnd: number;
   /** Keys of the chunks that fit. */
@@ -44,6 +64,10 @@ export interface Layout {
   /** The text of part 2, for cache keys. */
   fileText: string;
   linePrefix: string;
+  /** Token healing: the end of linePrefix that the prompt leaves out (from the start of
+   * its last piece), which the first generated tokens must spell again; '' when the
+   * encoder cannot heal (a remote server's estimate). */
+  heal: string;
   lineSuffix: string;
   /** The document's lines after the cursor's line (up to NEXT_LINES). */
   nextLines: string[];
@@ -53,6 +77,9 @@ export interface Layout {
 
 export interface Encoder {
   encode(text: string, allowSpecial: boolean): Int32Array;
+  /** Where the text's last piece starts (the model's split pattern); present when the
+   * backend heals tokens. */
+  lastPiece?(text: string): number;
 }
 
 /** The prefix window starts on a multiple of this many lines. */
@@ -61,6 +88,10 @@ export const WINDOW_STEP = 32;
 export const NEXT_LINES = 32;
 /** Prompt tokens kept free for the cursor's line. */
 const LINE_ALLOWANCE = 256;
+/** The FIM suffix: the rest of the cursor's line and at most this many lines after it... */
+export const FIM_SUFFIX_LINES = 16;
+/** ...in at most this many tokens (whole lines dropped from its end until it fits). */
+export const FIM_SUFFIX_TOKENS = 128;
 
 const HASH_COMMENT = new Set([
   'python', 'shellscript', 'ruby', 'perl', 'r', 'yaml', 'toml', 'dockerfile', 'makefile', 'cmake',
@@ -102,6 +133,23 @@ export function splitLines(text: string): string[] {
   return text.split(/\r?\n/);
 }
 
+/**
+ * The ids of the FIM suffix: the text after the cursor, `lineSuffix` and the lines after it
+ * (`below`), joined with line breaks; at most FIM_SUFFIX_LINES lines after the cursor's and
+ * FIM_SUFFIX_TOKENS tokens, whole lines dropped from the end until it fits (the first line
+ * alone cut to its first FIM_SUFFIX_TOKENS tokens). training/ builds its examples the same
+ * way: keep the two in step.
+ */
+export function fimSuffixIds(enc: Encoder, lineSuffix: string, below: readonly string[]): Int32Array {
+  let lines = [lineSuffix, ...below.slice(0, FIM_SUFFIX_LINES)];
+  let ids = enc.encode(lines.join('\n'), false);
+  while (ids.length > FIM_SUFFIX_TOKENS && lines.length > 1) {
+    lines = lines.slice(0, -1);
+    ids = enc.encode(lines.join('\n'), false);
+  }
+  return ids.length > FIM_SUFFIX_TOKENS ? ids.slice(0, FIM_SUFFIX_TOKENS) : ids;
+}
+
 export function layoutPrompt(enc: Encoder, input: LayoutInput): Layout {
   const before = input.text.slice(0, input.offset);
   const after = input.text.slice(input.offset);
@@ -124,12 +172,24 @@ export function layoutPrompt(enc: Encoder, input: LayoutInput): Layout {
   ids.push(...chunkIds);
   const contextEnd = ids.length;
 
-  // 3 first, to know what is left for 2.
-  const lineIds = enc.encode(linePrefix, false);
+  // 1b. Fill in the middle: the text after the cursor comes before the file (the SPM order
+  // of Bavarian et al. 2022), so typing at the cursor still extends a checkpointed prompt.
+  if (input.fim) {
+    const f = input.fim;
+    ids.push(f.prefix, f.suffix, ...fimSuffixIds(enc, lineSuffix, below), f.middle);
+  }
+  const suffixEnd = ids.length;
+
+  // 3 first, to know what is left for 2. The line ends at the start of its last piece:
+  // a prompt ending in the middle of a token ("    ret") is a sequence the model never
+  // saw, so the engine regenerates that piece under a byte-prefix constraint instead.
+  const cut = input.heal && enc.lastPiece && linePrefix !== '' ? enc.lastPiece(linePrefix) : linePrefix.length;
+  const heal = linePrefix.slice(cut);
+  const lineIds = enc.encode(linePrefix.slice(0, cut), false);
   const head = header(input.path, input.languageId);
   // A fixed allowance for the line, so typing on it does not move the window.
   const lineAllowance = Math.max(lineIds.length, Math.min(LINE_ALLOWANCE, Math.floor(input.maxPromptTokens / 8)));
-  const budget = Math.max(0, input.maxPromptTokens - contextEnd - lineAllowance);
+  const budget = Math.max(0, input.maxPromptTokens - suffixEnd - lineAllowance);
 
   // 2. the file above the cursor's line: from an anchored window start that fits.
   const fileAt = (start: number): string => head + above.slice(start).map((l) => `${l}\n`).join('');
@@ -160,5 +220,5 @@ export function layoutPrompt(enc: Encoder, input: LayoutInput): Layout {
   ids.push(...lineIds);
 
   const draftIds = [...enc.encode([lineSuffix, ...nextLines].join('\n'), false), ...chunkIds];
-  return { ids, contextEnd, stableEnd, chunkKeys, fileText, linePrefix, lineSuffix, nextLines, draftIds };
+  return { ids, contextEnd, suffixEnd, fim: input.fim !== undefined, stableEnd, chunkKeys, fileText, linePrefix, heal, lineSuffix, nextLines, draftIds };
 }

@@ -1,9 +1,11 @@
 // postprocess.ts - what of the model's continuation becomes ghost text (docs/PROMPTS.md,
 // "Post-processing"). A pure function of the text generated so far and what surrounds the
 // cursor; it also says when more tokens cannot change the answer, so generation stops
-// there. It never re-indents: lines keep the indentation the model gave them.
+// there. The junk filter (filters.ts) runs on the lines it keeps. It never re-indents:
+// lines keep the indentation the model gave them.
+import { type FilterContext, type FilterNote, filterJunk } from './filters';
 
-export interface PostprocessInput {
+export interface PostprocessInput extends FilterContext {
   /** The cursor's line up to the cursor. */
   linePrefix: string;
   /** The cursor's line after the cursor. */
@@ -19,6 +21,8 @@ export interface PostprocessResult {
   text: string;
   /** True when more generated text cannot change `text`: stop generating. */
   final: boolean;
+  /** What the junk filter did, when it acted. */
+  note?: FilterNote;
 }
 
 /** The first line after the cursor's that is not blank, trimmed ('' if none). */
@@ -27,17 +31,23 @@ function nextContentLine(next: readonly string[]): string {
   return '';
 }
 
-function finish(lines: string[], final: boolean, input: PostprocessInput): PostprocessResult {
+function finish(shaped: string[], shapedFinal: boolean, input: PostprocessInput): PostprocessResult {
+  const filtered = filterJunk(shaped, input);
+  const note = filtered.note;
+  // Junk ends generation: more tokens of a loop are more of the loop.
+  const final = shapedFinal || note !== undefined;
+  const lines = filtered.lines.length ? filtered.lines : [''];
   const text = lines.join('\n').replace(/\s+$/, '');
-  if (text.trim() === '') return { text: '', final };
+  const noted = note ? { note } : {};
+  if (text.trim() === '') return { text: '', final, ...noted };
   // A completion that only retypes the line below is no completion.
   const next = nextContentLine(input.nextLines);
   const firstContent = lines.find((l) => l.trim() !== '') ?? '';
   const completedLine = lines[0].trim() === '' ? firstContent.trim() : (input.linePrefix + lines[0]).trim();
   if (input.lineSuffix.trim() === '' && next !== '' && completedLine === next && lines.filter((l) => l.trim() !== '').length === 1) {
-    return { text: '', final };
+    return { text: '', final, ...noted };
   }
-  return { text, final };
+  return { text, final, ...noted };
 }
 
 /**

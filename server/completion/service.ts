@@ -4,7 +4,10 @@
 // cursor and the extra context as drafting material; or a remote server), stop as soon as
 // post-processing says more text cannot matter, and remember the result.
 // A new request cancels the previous one (cancel-previous); $/cancelRequest cancels in the
-// engine. Each request's numbers (reused, prefilled, generated tokens) go to the status.
+// engine. A request that arrives while the model loads waits for the load (at most
+// LOAD_WAIT_MS, cancellable, superseded by a newer request) instead of answering nothing,
+// so the first keystrokes after a window opens are not wasted. Each request's numbers
+// (reused, prefilled, generated tokens) go to the status.
 import * as crypto from 'node:crypto';
 import type { CancellationToken, InlineCompletionList, InlineCompletionParams } from 'vscode-languageserver';
 import type { ServerCtx } from '../ctx';
@@ -14,11 +17,22 @@ import { Job } from '../scheduler';
 import { type CompletionBackend, localCompletionBackend } from './backend';
 import { CompletionCache } from './cache';
 import { COMPLETION_MARGIN } from '../engine/host';
-import { layoutPrompt } from './layout';
-import { postprocess } from './postprocess';
+import { layoutPrompt, splitLines } from './layout';
+import { maxLineLength, nonAsciiShare } from './filters';
+import { postprocess, type PostprocessInput, type PostprocessResult } from './postprocess';
+import { mergeClosers } from './range';
+
+/** A file whose nearby text has fewer characters outside ASCII than this is "ASCII": a
+ * completion made mostly of others there is not code (filters.ts, non-code). */
+const ASCII_FILE_SHARE = 0.02;
+
+/** Longest a completion waits for a model that is loading before it answers nothing. */
+export const LOAD_WAIT_MS = 60_000;
 
 export class CompletionService {
   private current: Job | undefined;
+  /** Counts requests: a request still waiting for the load when a newer one came is superseded. */
+  private seq = 0;
   readonly cache = new CompletionCache();
 
   constructor(private readonly ctx: ServerCtx) {}
@@ -35,9 +49,14 @@ export class CompletionService {
     if (typeof uri !== 'string' || !pos || !Number.isInteger(pos.line) || !Number.isInteger(pos.character)) {
       throw invalidRequest('textDocument/inlineCompletion needs textDocument.uri and an integer position');
     }
+    const seq = ++this.seq;
+    if (!this.backend() && !this.ctx.remote && this.ctx.host.phase === 'loading') {
+      await this.waitForLoad(token);
+      if (seq !== this.seq) throw new Cancelled('superseded');
+    }
     const doc = this.ctx.documents.get(uri);
     const backend = this.backend();
-    // Nothing to complete yet: an empty list, not an error (the status says why).
+    // Nothing to complete: an empty list, not an error (the status says why).
     if (!doc || !backend) return { items: [] };
     const settings = this.ctx.settings.completions;
     const offset = doc.offsetAt(pos);
@@ -54,26 +73,41 @@ export class CompletionService {
         Math.min(settings.maxPromptTokens, backend.maxContext - settings.maxTokens - COMPLETION_MARGIN),
       ),
       maxContextTokens: settings.maxContextTokens,
+      heal: backend.heals && settings.heal,
+      fim: settings.fim ? backend.fim : undefined,
     });
-    const ppInput = {
+    const fileLines = splitLines(layout.fileText);
+    const ppInput: PostprocessInput = {
       linePrefix: layout.linePrefix,
       lineSuffix: layout.lineSuffix,
       nextLines: layout.nextLines,
       multiline: settings.multiline,
       maxLines: settings.maxLines,
+      lineAbove: [...fileLines].reverse().find((l) => l.trim() !== '') ?? '',
+      maxLineLength: maxLineLength([...fileLines, layout.linePrefix + layout.lineSuffix, ...layout.nextLines]),
+      asciiFile: nonAsciiShare(layout.fileText + layout.nextLines.join('\n')) < ASCII_FILE_SHARE,
+      filter: settings.filter,
     };
     const base = crypto
       .createHash('sha1')
       .update(JSON.stringify([backend.fingerprint, layout.chunkKeys, this.ctx.ring.id, layout.fileText, layout.lineSuffix, layout.nextLines, settings]))
       .digest('hex');
-    const range = { start: pos, end: pos };
+    // What is shown: the post-processed text, merged with closers after the cursor.
+    const item = (result: PostprocessResult): InlineCompletionList => {
+      if (!result.text) return { items: [] };
+      const m = mergeClosers(result.text, layout.linePrefix, layout.lineSuffix);
+      const end = m.coversSuffix ? { line: pos.line, character: pos.character + layout.lineSuffix.length } : pos;
+      return { items: [{ insertText: m.insertText, range: { start: pos, end } }] };
+    };
 
     const cached = this.cache.get(base, layout.linePrefix);
     if (cached !== undefined) {
       this.current?.cancel('superseded');
-      const text = postprocess(cached, ppInput).text;
+      const result = postprocess(cached, ppInput);
       this.record({ ...emptyStats('cache'), promptTokens: layout.ids.length, reusedTokens: layout.ids.length, totalMs: Date.now() - t0 });
-      return { items: text ? [{ insertText: text, range }] : [] };
+      const list = item(result);
+      this.explain('cache', layout.heal, cached, result, list);
+      return list;
     }
 
     this.current?.cancel('superseded');
@@ -82,9 +116,11 @@ export class CompletionService {
     const onCancel = token.onCancellationRequested(() => job.cancel('cancelled'));
     const stats = emptyStats('engine');
     stats.promptTokens = layout.ids.length;
+    if (layout.heal) stats.healedText = layout.heal;
+    stats.layout = layout.fim ? 'fim' : 'plain';
+    let raw = '';
     try {
-      const text = await this.ctx.scheduler.run(job, async () => {
-        let raw = '';
+      const result = await this.ctx.scheduler.run(job, async () => {
         await backend.run(
           job,
           {
@@ -98,13 +134,17 @@ export class CompletionService {
           },
           stats,
         );
-        return postprocess(raw, ppInput).text;
+        return postprocess(raw, ppInput);
       });
       stats.outcome = 'done';
       stats.totalMs = Date.now() - t0;
+      if (result.note) stats.filtered = { rule: result.note.rule, action: result.note.action };
       this.record(stats);
-      if (text) this.cache.put(base, layout.linePrefix, text);
-      return { items: text ? [{ insertText: text, range }] : [] };
+      // Junk is not remembered: the next keystroke asks the model again.
+      if (result.text && !result.note) this.cache.put(base, layout.linePrefix, result.text);
+      const list = item(result);
+      this.explain('engine', layout.heal, raw, result, list);
+      return list;
     } catch (e) {
       const f = engineFailure(e);
       stats.totalMs = Date.now() - t0;
@@ -124,6 +164,23 @@ export class CompletionService {
     }
   }
 
+  /** Resolves when the load ends or LOAD_WAIT_MS passes; rejects with Cancelled when the
+   * request is cancelled first. */
+  private waitForLoad(token: CancellationToken): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(finish, LOAD_WAIT_MS);
+      const onCancel = token.onCancellationRequested(() => finish(new Cancelled()));
+      function finish(e?: Cancelled): void {
+        clearTimeout(timer);
+        onCancel.dispose();
+        if (e) reject(e);
+        else resolve();
+      }
+      if (token.isCancellationRequested) finish(new Cancelled());
+      else void this.ctx.host.whenLoadEnds().then(() => finish());
+    });
+  }
+
   /** What runs completions now: the remote server, or the loaded local engine (none while
    * it loads). */
   private backend(): CompletionBackend | undefined {
@@ -131,11 +188,25 @@ export class CompletionService {
     return this.ctx.host.loaded ? localCompletionBackend(this.ctx.host.loaded) : undefined;
   }
 
+  /** The debug-level account of one completion (K3: Show Logs with the level at Debug):
+   * what was healed, what the model wrote, what the filter did and why, what is shown. */
+  private explain(source: string, heal: string, raw: string, result: PostprocessResult, list: InlineCompletionList): void {
+    const shown = list.items[0];
+    const range = shown?.range && (shown.range.end.character !== shown.range.start.character ? `, replacing ${shown.range.end.character - shown.range.start.character} characters after the cursor` : '');
+    this.ctx.debug(
+      `completion (${source}): healed ${JSON.stringify(heal)}; model wrote ${JSON.stringify(clip(raw))}` +
+        (result.note ? `; filter ${result.note.rule} ${result.note.action} it: ${result.note.detail}` : '; filter: nothing to do') +
+        `; shown ${shown ? JSON.stringify(clip(typeof shown.insertText === 'string' ? shown.insertText : shown.insertText.value)) : 'nothing'}${range ?? ''}`,
+    );
+  }
+
   private record(stats: CompletionStats): void {
     this.ctx.status.lastCompletion = stats;
     this.ctx.log(
       `completion (${stats.source}, ${stats.outcome}): prompt ${stats.promptTokens} tokens, reused ${stats.reusedTokens}, ` +
         `prefilled ${stats.prefilledTokens}, generated ${stats.generatedTokens}` +
+        (stats.healedText ? `, healed ${Buffer.byteLength(stats.healedText)} bytes in ${stats.healedTokens ?? 0} tokens` : '') +
+        ` (prefill ${stats.prefillMs} ms, generation ${stats.generateMs} ms)` +
         (stats.tokensAfterCancel !== undefined ? `, ${stats.tokensAfterCancel} after the cancel` : '') +
         ` in ${stats.totalMs} ms`,
     );
@@ -157,4 +228,9 @@ function emptyStats(source: CompletionStats['source']): CompletionStats {
     generateMs: 0,
     totalMs: 0,
   };
+}
+
+/** A long text cut for a log line. */
+function clip(text: string, max = 200): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
 }

@@ -93,6 +93,9 @@ export interface NativeGenerateOptions {
   stopIds?: Int32Array | readonly number[];
   /** Drafting material (tokens of the suffix, other files, earlier output). */
   contextIds?: Int32Array | readonly number[];
+  /** Token healing (k3.h): the first generated tokens spell `bytes`; `tokenizer` is the
+   * model's NativeTokenizer, held (read only) while the call runs. */
+  heal?: { bytes: Uint8Array; tokenizer: object };
 }
 
 export interface NativeGenerateStats {
@@ -101,6 +104,8 @@ export interface NativeGenerateStats {
   rounds: number;
   drafted: number;
   accepted: number;
+  /** Tokens emitted while the heal constraint was active. */
+  healed: number;
   stopReason: 'length' | 'token' | 'callback';
 }
 

@@ -5,6 +5,7 @@
 // detail. It decides nothing about prompts, caching or scheduling (server/scheduler.ts
 // and the features do).
 import { loadAddon, type NativeGenerateStats, type NativeModel, type NativeOpenProgress, type NativePlan, type NativePreset, type NativeSession } from './addon';
+import type { Tokenizer } from './tokenizer';
 
 /** k3_status names (native/src/version.c), fixed forever like the numbers. */
 export type EngineStatusName =
@@ -138,6 +139,9 @@ export interface GenerateOptions {
   specMax?: number;
   stopIds?: readonly number[];
   contextIds?: readonly number[];
+  /** Token healing: the first generated ids spell these bytes (UTF-8 of the text the
+   * prompt was backed off by), chosen greedily among the tokens that fit them. */
+  heal?: { bytes: Uint8Array; tokenizer: Tokenizer };
   /** Every generated id, in order; may call Session.stop(). Must not throw. */
   onTokens?: (ids: Int32Array) => void;
 }
@@ -178,6 +182,7 @@ export class Session {
           specMax: options.specMax ?? 0,
           stopIds: options.stopIds ?? [],
           contextIds: options.contextIds ?? [],
+          heal: options.heal && options.heal.bytes.length > 0 ? { bytes: options.heal.bytes, tokenizer: options.heal.tokenizer.handle } : undefined,
         },
         (ids) => {
           try {

@@ -8,6 +8,7 @@
 import { Cancelled } from '../errors';
 import type { Job, Scheduler } from '../scheduler';
 import { EngineError, type GenerateStats, type Session } from './engine';
+import type { Tokenizer } from './tokenizer';
 
 /** Target duration of one slice. */
 export const SLICE_MS = 250;
@@ -57,6 +58,8 @@ export interface GenerateResult {
   end: GenerateEnd;
   drafted: number;
   accepted: number;
+  /** Leading ids that spelled the healed bytes (while the constraint was active). */
+  healed: number;
   ms: number;
 }
 
@@ -65,6 +68,9 @@ export interface GenerateRequest {
   specMax: number;
   stopIds: readonly number[];
   contextIds: readonly number[];
+  /** Token healing: the first ids must spell these bytes (the engine's constraint, carried
+   * across slices: each slice gets what the earlier ones have not spelled yet). */
+  heal?: { bytes: Uint8Array; tokenizer: Tokenizer };
   /** New ids as they come; may call job.stop() to end generation. */
   onTokens(ids: Int32Array): void;
 }
@@ -165,6 +171,8 @@ export class EngineSession {
     const ids: number[] = [];
     let drafted = 0;
     let accepted = 0;
+    let healed = 0;
+    let healLeft = req.heal?.bytes ?? new Uint8Array(0);
     let end: GenerateEnd = 'length';
     job.stage = 'generate';
     job.tokens = 0;
@@ -190,10 +198,15 @@ export class EngineSession {
             specMax: req.specMax,
             stopIds: req.stopIds,
             contextIds: req.contextIds,
+            heal: req.heal && healLeft.length > 0 ? { bytes: healLeft, tokenizer: req.heal.tokenizer } : undefined,
             onTokens: (t) => {
               for (const id of t) {
                 ids.push(id);
                 all.push(id);
+                if (req.heal && healLeft.length > 0) {
+                  healLeft = healLeft.subarray(Math.min(healLeft.length, req.heal.tokenizer.tokenBytes(id).length));
+                  healed++;
+                }
               }
               job.tokens = ids.length;
               req.onTokens(t);
@@ -218,7 +231,7 @@ export class EngineSession {
         break;
       }
     }
-    return { ids, end, drafted, accepted, ms: Date.now() - t0 };
+    return { ids, end, drafted, accepted, healed, ms: Date.now() - t0 };
   }
 
   /** Saves the live sequence's state to path. */

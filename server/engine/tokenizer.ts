@@ -19,6 +19,7 @@ export interface NativeTokenizer {
   decodeBytes(ids: Int32Array | readonly number[]): Uint8Array;
   specialId(name: string): number;
   tokenBytes(id: number): Uint8Array;
+  lastPiece(text: string): number;
   close(): void;
 }
 
@@ -107,6 +108,18 @@ export class Tokenizer {
   /** The bytes of one token (a special's are its name). */
   tokenBytes(id: number): Uint8Array {
     return this.native.tokenBytes(id);
+  }
+
+  /** Where the text's last piece starts (UTF-16 offset): the K3 split pattern cuts text
+   * into pieces BPE never merges across, and a prompt that ends at the start of its last
+   * piece ends where typing more cannot move the boundary (token healing). */
+  lastPiece(text: string): number {
+    return this.native.lastPiece(text);
+  }
+
+  /** The engine's tokenizer object, for a generation that heals with it. */
+  get handle(): NativeTokenizer {
+    return this.native;
   }
 
   /** The id of the special token with this name, or undefined. */

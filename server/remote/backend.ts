@@ -1,25 +1,32 @@
 // backend.ts - the remote backend's state in the server: which OpenAI-compatible server and
-// model (k3.remote.*), whether it answers (a health check, `GET /v1/models`, at start,
-// after a new API key, and again every few seconds while it does not), the phase and
-// problem the status reports in the local engine's terms, and the one way a job talks to
-// it: a streamed request that job.stop() and job.cancel() end by closing the connection.
-// Failures become K3Failures with the same codes the local engine uses. The API key is
-// kept here and sent in a header; it is never logged or put in a message. It does not lay
-// out prompts or parse replies (completion.ts, chat.ts do).
+// model (k3.remote.*), whether it answers (a check at start, after a new API key, and again
+// while it does not: `GET /v1/models`, then the API key on a route that server protects,
+// profile.ts), the phase and problem the status reports in the local engine's terms, and
+// the one way a job talks to it: a streamed request that job.stop() and job.cancel() end by
+// closing the connection. Failures become K3Failures with the same codes the local engine
+// uses, and every one is logged with the server's own message. The API key is kept here
+// and sent in a header; it is never logged or put in a message. It does not lay out
+// prompts or parse replies (completion.ts, chat.ts do).
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { CompletionBackend } from '../completion/backend';
 import { Tokenizer } from '../engine/tokenizer';
 import { Cancelled, K3Failure } from '../errors';
-import type { EnginePhase, JobStatus, K3Problem, RemoteOptions, RemoteStatus } from '../protocol';
+import type { EnginePhase, JobStatus, K3Problem, RemoteOptions, RemoteServerKind, RemoteStatus } from '../protocol';
 import type { Job } from '../scheduler';
 import { remoteCompletionBackend } from './completion';
-import { displayUrl, RemoteError, requestJson, streamEvents } from './http';
+import { contextFromMessage, displayUrl, RemoteError, requestJson, streamEvents } from './http';
+import { findModel, PROFILES, propsContext, readModelListing } from './profile';
 
 export const DEFAULT_TIMEOUT_MS = 60_000;
 /** While the server does not answer, it is checked again after this long, doubling up to the max. */
 const RECHECK_MS = 2_000;
 const RECHECK_MAX_MS = 30_000;
+/** While the server loads its model it is asked this often: loading ends on its own, and
+ * the user waits for it. */
+const LOADING_POLL_MS = 1_000;
+/** Reasons that make the server unusable until it answers a check again. */
+const UNUSABLE = new Set<RemoteError['reason']>(['unreachable', 'timeout', 'protocol', 'too-large', 'unauthorized', 'model-missing', 'loading']);
 
 export interface RemoteEvents {
   /** The phase, the problem or the running jobs changed. */
@@ -45,6 +52,13 @@ export function apiBase(endpoint: string): URL {
   return url;
 }
 
+/** " (the server says: …)" with the server's own words, clipped for a notification. */
+function says(e: RemoteError): string {
+  const m = e.serverMessage?.trim();
+  if (!m) return '';
+  return ` (the server says: ${m.length > 300 ? `${m.slice(0, 300)}…` : m})`;
+}
+
 /** The user-facing failure for a remote error (Cancelled for an abort). */
 export function remoteFailure(e: RemoteError, where: string): K3Failure | Cancelled {
   const detail = e.message;
@@ -61,16 +75,20 @@ export function remoteFailure(e: RemoteError, where: string): K3Failure | Cancel
       return new K3Failure('remote-failed', `${where} does not answer like an OpenAI-compatible API (is the endpoint right?).`, 'not-found', detail);
     case 'timeout':
       return new K3Failure('remote-timeout', `The remote K3 server at ${where} did not answer in time (k3.remote.timeoutMs).`, 'timeout', detail);
+    case 'loading':
+      return new K3Failure('remote-loading', `The remote K3 server at ${where} is loading its model; it answers once that is done.`, 'loading', detail);
     case 'busy':
       return new K3Failure('busy', `The remote K3 server at ${where} is busy; try again.`, 'busy', detail);
     case 'context':
-      return new K3Failure('context-full', `The text is longer than the remote model's context.`, 'context', detail);
+      return new K3Failure('context-full', `The text is longer than the remote model's context${says(e)}.`, 'context', detail);
     case 'bad-request':
-      return new K3Failure('remote-failed', `The remote K3 server at ${where} rejected the request.`, 'bad-request', detail);
+      return new K3Failure('remote-failed', `The remote K3 server at ${where} rejected the request${says(e)}.`, 'bad-request', detail);
     case 'protocol':
       return new K3Failure('remote-failed', `The remote K3 server at ${where} stopped answering in the middle of a reply.`, 'protocol', detail);
+    case 'too-large':
+      return new K3Failure('remote-failed', `The remote K3 server at ${where} sent more than an answer can hold; it was not read.`, 'too-large', detail);
     case 'server':
-      return new K3Failure('remote-failed', `The remote K3 server at ${where} failed.`, 'server', detail);
+      return new K3Failure('remote-failed', `The remote K3 server at ${where} failed${says(e)}.`, 'server', detail);
   }
 }
 
@@ -103,19 +121,38 @@ class RemoteRequest {
 export class RemoteBackend {
   phase: EnginePhase = 'loading';
   problem: K3Problem | undefined;
-  /** The model id in use: the configured one, or the first the server listed. */
+  /** The model id in use: the configured one as the server lists it, or the first listed. */
   model: string | undefined;
-  /** The model's context, when the server says (vLLM and k3 serve list max_model_len). */
+  /** Tokens a prompt and its reply may take together: what the server lists (vLLM, SGLang,
+   * k3 serve: `max_model_len`; llama-server: `meta.n_ctx`, or `/props`), or what its last
+   * context-overflow error named; unbounded while unknown. */
   maxContext = Number.MAX_SAFE_INTEGER;
   /** The model's tokenizer, when modelPath holds one: prompts then go as token ids. */
   tokenizer: Tokenizer | undefined;
   readonly timeoutMs: number;
   private readonly base: URL | undefined;
   private apiKey: string | undefined;
+  /** Which server answers, from its listing. */
+  private server: RemoteServerKind | undefined;
+
+  /** True when the server spells a healed prompt end itself (`k3 serve`'s `k3_heal`): token
+   * healing needs the model's tokenizer here too, to find where to back the prompt off. */
+  get heals(): boolean {
+    return this.server === 'k3-serve' && this.tokenizer !== undefined;
+  }
+  /** Set while the server does not list k3.remote.model (or refused it with a 404):
+   * requests fail with it without being sent, so status and requests say the same. */
+  private modelProblem: RemoteError | undefined;
   private readonly jobs = new Set<Job>();
   private recheckTimer: NodeJS.Timeout | undefined;
   private recheckMs = RECHECK_MS;
   private checking: Promise<void> | undefined;
+  /** The problem last written to the log, so a poll that fails the same way logs once. */
+  private loggedProblem: string | undefined;
+  /** Lines that say something once per server (how the key is checked). */
+  private readonly notes = new Set<string>();
+  /** The context the server's last overflow error named. */
+  private learnedContext: number | undefined;
   private disposed = false;
 
   constructor(
@@ -141,6 +178,9 @@ export class RemoteBackend {
   status(): RemoteStatus {
     const s: RemoteStatus = { endpoint: this.where, prompts: this.tokenizer ? 'ids' : 'text' };
     if (this.model) s.model = this.model;
+    if (this.server) s.server = this.server;
+    if (this.maxContext < Number.MAX_SAFE_INTEGER) s.contextTokens = this.maxContext;
+    if (this.phase === 'loading') s.loading = this.problem?.kind === 'remote-loading' ? 'model' : 'connecting';
     return s;
   }
 
@@ -166,62 +206,122 @@ export class RemoteBackend {
   /** Replaces the API key and checks the server again. */
   async setApiKey(key: string): Promise<EnginePhase> {
     this.apiKey = key || undefined;
+    // A check in flight was made with the old key: wait for it, then check with the new one.
+    await this.checking;
     await this.check();
     return this.phase;
   }
 
-  /** GET /v1/models: reachable, key accepted, model served. Sets the phase; never throws. */
+  /** Reachable, key accepted, model served (see runCheck). Sets the phase; never throws. */
   check(): Promise<void> {
     this.checking ??= this.runCheck().finally(() => (this.checking = undefined));
     return this.checking;
   }
 
+  /** `GET /v1/models` (the server, its models and their context), then the API key on a
+   * route this server protects (profile.ts). */
   private async runCheck(): Promise<void> {
     clearTimeout(this.recheckTimer);
     this.recheckTimer = undefined;
     if (!this.base) return;
     try {
-      const listed = (await requestJson(new URL('models', this.base), 'GET', undefined, this.requestOptions())) as {
-        data?: Array<{ id?: unknown; max_model_len?: unknown }>;
-      };
-      const models = Array.isArray(listed?.data) ? listed.data.filter((m) => typeof m?.id === 'string') : [];
+      const listing = readModelListing(await requestJson(new URL('models', this.base), 'GET', undefined, this.requestOptions()));
+      this.server = listing.server;
       const wanted = this.options.model || undefined;
-      const found = wanted ? models.find((m) => m.id === wanted) : models[0];
+      const found = findModel(listing, wanted);
       if (!found) {
-        const names = models.map((m) => m.id).join(', ') || 'none';
-        throw new RemoteError('model-missing', wanted ? `the server lists ${names}, not ${wanted}` : 'the server lists no model');
+        const names = listing.models.map((m) => m.id).join(', ') || 'none';
+        this.modelProblem = new RemoteError(
+          'model-missing',
+          wanted ? `the server lists ${names}, not ${wanted} (k3.remote.model)` : 'the server lists no model',
+        );
+        throw this.modelProblem;
       }
-      this.model = found.id as string;
-      if (typeof found.max_model_len === 'number' && found.max_model_len > 0) this.maxContext = found.max_model_len;
+      this.modelProblem = undefined;
+      const propsTokens = await this.checkKey(listing.server, found.id);
+      this.model = found.id;
+      this.maxContext = found.contextTokens ?? propsTokens ?? this.learnedContext ?? Number.MAX_SAFE_INTEGER;
       this.healthy();
     } catch (e) {
       this.setProblem(e instanceof RemoteError ? e : new RemoteError('protocol', (e as Error).message));
     }
   }
 
+  /**
+   * Checks the API key where GET /v1/models did not (profile.ts); throws an `unauthorized`
+   * RemoteError when it is refused. Resolves with the context llama-server's `/props` names.
+   */
+  private async checkKey(server: RemoteServerKind | undefined, model: string): Promise<number | undefined> {
+    const check = PROFILES[server ?? 'unknown'].keyCheck;
+    const base = this.base as URL;
+    if (check.how === 'models') return undefined;
+    if (check.how === 'root-get') {
+      const url = new URL(`../${check.path}`, base);
+      try {
+        return propsContext(await requestJson(url, 'GET', undefined, this.requestOptions()));
+      } catch (e) {
+        if (!(e instanceof RemoteError) || (e.reason !== 'not-found' && e.reason !== 'bad-request' && e.reason !== 'server')) throw e;
+        this.note(`remote backend: the API key cannot be checked without a generation here (${e.message}); the first request checks it`);
+        return undefined;
+      }
+    }
+    if (!this.apiKey) return undefined;
+    // An unknown server: is its listing protected? Then the keyed listing checked the key.
+    try {
+      await requestJson(new URL('models', base), 'GET', undefined, { timeoutMs: this.timeoutMs });
+    } catch (e) {
+      if (e instanceof RemoteError && e.reason === 'unauthorized') return undefined;
+      throw e;
+    }
+    // It lists without a key: only a generation tells whether the key is accepted. One token.
+    try {
+      const body = { model, prompt: '\n', max_tokens: 1, temperature: 0, stream: false };
+      await requestJson(new URL('completions', base), 'POST', body, this.requestOptions());
+    } catch (e) {
+      if (e instanceof RemoteError && e.reason === 'unauthorized') throw e;
+      // Anything else got past the key: the key is not what failed.
+    }
+    this.note(`remote backend: ${this.where} lists its models without the API key; the key was checked with a one-token completion`);
+    return undefined;
+  }
+
   /** The server answered as it should: ready again. */
   private healthy(): void {
     this.recheckMs = RECHECK_MS;
     if (this.phase === 'ready' && !this.problem) return;
-    if (this.phase !== 'loading') this.events.log(`remote backend: ${this.where} answers again`);
+    if (this.loggedProblem !== undefined) this.events.log(`remote backend: ${this.where} answers again`);
+    this.loggedProblem = undefined;
     this.phase = 'ready';
     this.problem = undefined;
     this.events.changed();
   }
 
-  /** Records why the server cannot be used, and checks again later. */
-  private setProblem(e: RemoteError): void {
+  private note(line: string): void {
+    if (this.notes.has(line)) return;
+    this.notes.add(line);
+    this.events.log(line);
+  }
+
+  /**
+   * Records why the server cannot be used, and checks again later: promptly while it loads
+   * its model, else after RECHECK_MS doubling to RECHECK_MAX_MS. `logged`: the caller wrote
+   * the failure to the log already.
+   */
+  private setProblem(e: RemoteError, logged = false): void {
     const f = remoteFailure(e, this.where);
     if (!(f instanceof K3Failure)) return;
-    this.phase = 'error';
+    // One line per problem: a poll that fails the same way again adds none.
+    if (!logged && this.loggedProblem !== f.message) this.events.log(`remote backend: ${f.message} [${e.message}]`);
+    this.loggedProblem = f.message;
+    this.phase = e.reason === 'loading' ? 'loading' : 'error';
     this.problem = f.problem();
-    this.events.log(`remote backend: ${f.message} [${e.message}]`);
     this.events.changed();
     if (this.base && !this.disposed) {
       clearTimeout(this.recheckTimer);
-      this.recheckTimer = setTimeout(() => void this.check(), this.recheckMs);
+      const wait = e.reason === 'loading' ? LOADING_POLL_MS : this.recheckMs;
+      this.recheckTimer = setTimeout(() => void this.check(), wait);
       this.recheckTimer.unref();
-      this.recheckMs = Math.min(RECHECK_MAX_MS, this.recheckMs * 2);
+      if (e.reason !== 'loading') this.recheckMs = Math.min(RECHECK_MAX_MS, this.recheckMs * 2);
     }
   }
 
@@ -229,7 +329,7 @@ export class RemoteBackend {
     return { ...(this.apiKey ? { apiKey: this.apiKey } : {}), timeoutMs: this.timeoutMs, ...(signal ? { signal } : {}) };
   }
 
-  /** The model id to send: the one found by the health check, else the configured one. */
+  /** The model id to send: the one found by the check, else the configured one. */
   private modelId(): string | undefined {
     return this.model ?? (this.options.model || undefined);
   }
@@ -238,10 +338,12 @@ export class RemoteBackend {
    * POSTs body (with the model id added) to `route` ("completions", "chat/completions") for
    * `job`, streaming, and gives every event to onEvent. Resolves `done` when the server
    * ended the reply, `stopped` after job.stop(); rejects with Cancelled after job.cancel()
-   * and with a K3Failure when the server fails (the status says so until it answers again).
+   * and with a K3Failure when the server fails, after logging it with the server's message
+   * (the status says so until it answers again where the failure makes it unusable).
    */
   async stream(job: Job, route: string, body: Record<string, unknown>, onEvent: (data: unknown) => void): Promise<'done' | 'stopped'> {
     if (!this.base) throw new K3Failure(this.problem?.kind ?? 'remote-unreachable', this.problem?.message ?? 'No remote endpoint is set.');
+    if (this.modelProblem) throw remoteFailure(this.modelProblem, this.where);
     const request = new RemoteRequest();
     job.active = request;
     this.jobs.add(job);
@@ -260,16 +362,28 @@ export class RemoteBackend {
       if (e instanceof Cancelled) throw e;
       const err = e instanceof RemoteError ? e : new RemoteError('protocol', (e as Error).message);
       const f = remoteFailure(err, this.where);
-      // A server that cannot be reached, or that fails mid-reply, is unavailable until it answers again.
-      if (f instanceof K3Failure && (err.reason === 'unreachable' || err.reason === 'timeout' || err.reason === 'protocol' || err.reason === 'unauthorized' || err.reason === 'model-missing')) {
-        this.setProblem(err);
-      }
+      if (!(f instanceof K3Failure)) throw f;
+      this.events.log(`remote backend: ${f.message} [${err.message}]`);
+      if (err.reason === 'context') this.learnContext(err);
+      if (err.reason === 'model-missing') this.modelProblem = err;
+      if (UNUSABLE.has(err.reason)) this.setProblem(err, true);
       throw f;
     } finally {
       if (job.active === request) job.active = undefined;
       this.jobs.delete(job);
       this.events.changed();
     }
+  }
+
+  /** A context-overflow error that names the context (llama-server, vLLM, SGLang do)
+   * narrows maxContext, so the next completion is laid out to fit. */
+  private learnContext(e: RemoteError): void {
+    const n = contextFromMessage(e.serverMessage ?? e.message);
+    if (n === undefined || n >= this.maxContext) return;
+    this.maxContext = n;
+    this.learnedContext = n;
+    this.events.log(`remote backend: the server's context is ${n} tokens (its overflow error says so); completions are laid out to fit`);
+    this.events.changed();
   }
 
   /** What runs completions: this server, with the tokenizer or an estimate of it. */

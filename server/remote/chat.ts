@@ -1,11 +1,15 @@
 // chat.ts - a chat turn through a remote server's /v1/chat/completions: the conversation's
-// messages (assistant turns with their reasoning as `reasoning_content`), the
-// conversation's thinking choice as `chat_template_kwargs.thinking`, greedy, streamed.
-// The server renders the K3 chat format (`k3 serve` exactly as server/chat/render.ts
-// does), and its reasoning parser splits the reply: `reasoning_content` (or `reasoning`)
-// deltas are the think channel, `content` deltas the response. job.stop() closes the
-// stream and keeps what arrived; there is no engine state to save, so a turn costs what
-// the server's prefix cache does not hold. The chat service records the turn.
+// messages (assistant turns with their reasoning under both names servers read:
+// `reasoning_content` for llama-server, SGLang and k3 serve, `reasoning` for vLLM since it
+// renamed the field), the conversation's thinking choice as
+// `chat_template_kwargs.thinking`, greedy, streamed. The server renders the K3 chat format
+// (`k3 serve` exactly as server/chat/render.ts does), and its reasoning parser splits the
+// reply: `reasoning_content` or `reasoning` deltas are the think channel, `content` deltas
+// the response. job.stop() closes the stream and keeps what arrived; so does a server that
+// fails in the middle of the reply (the failure comes back with it). There is no engine
+// state to save, so a turn costs what the server's prefix cache does not hold. The chat
+// service records the turn.
+import { Cancelled, K3Failure } from '../errors';
 import type { ChatStopReason, ChatTurnStats } from '../protocol';
 import type { Job } from '../scheduler';
 import type { StoredConversation, StoredMessage } from '../state/store';
@@ -27,6 +31,12 @@ export interface RemoteTurnResult {
   content: string;
   stopReason: ChatStopReason;
   stats: ChatTurnStats;
+  /** The server sent usage figures (prompt and cached tokens); a reply stopped before its
+   * end, or by a server that sends none, has only the pieces counted. */
+  usage: boolean;
+  /** The server failed after part of the reply arrived: what arrived is the reply
+   * (stopReason `stopped`), and this says what went wrong. */
+  interrupted?: K3Failure;
 }
 
 interface ChatChunk {
@@ -41,12 +51,13 @@ export interface RemoteMessage {
   role: 'user' | 'assistant';
   content: string;
   reasoning_content?: string;
+  reasoning?: string;
 }
 
 export function remoteMessages(conversation: StoredConversation, userMessage: StoredMessage): RemoteMessage[] {
   return [...conversation.messages, userMessage].map((m): RemoteMessage =>
     m.role === 'assistant' && conversation.thinking && m.reasoning
-      ? { role: m.role, content: m.content, reasoning_content: m.reasoning }
+      ? { role: m.role, content: m.content, reasoning_content: m.reasoning, reasoning: m.reasoning }
       : { role: m.role, content: m.content },
   );
 }
@@ -61,7 +72,7 @@ export async function remoteTurn(remote: RemoteBackend, job: Job, req: RemoteTur
   let usage: ChatChunk['usage'];
   job.stage = 'prefill';
   job.tokens = 0;
-  const end = await remote.stream(
+  const stream = remote.stream(
     job,
     'chat/completions',
     {
@@ -98,6 +109,16 @@ export async function remoteTurn(remote: RemoteBackend, job: Job, req: RemoteTur
       if (chunk.usage) usage = chunk.usage;
     },
   );
+  let end: 'done' | 'stopped';
+  let interrupted: K3Failure | undefined;
+  try {
+    end = await stream;
+  } catch (e) {
+    // Before the first piece a failure fails the turn; after it, the turn keeps what arrived.
+    if (e instanceof Cancelled || !(e instanceof K3Failure) || pieces === 0) throw e;
+    end = 'stopped';
+    interrupted = e;
+  }
   const done = Date.now();
   const promptTokens = count(usage?.prompt_tokens) ?? 0;
   const reused = Math.min(count(usage?.prompt_tokens_details?.cached_tokens) ?? 0, promptTokens);
@@ -108,6 +129,8 @@ export async function remoteTurn(remote: RemoteBackend, job: Job, req: RemoteTur
     reasoning,
     content,
     stopReason,
+    usage: count(usage?.prompt_tokens) !== undefined,
+    ...(interrupted ? { interrupted } : {}),
     stats: {
       conversationId: req.conversation.id,
       resumedFrom: reused > 0 ? 'context' : 'none',

@@ -37,9 +37,13 @@ test('a chat reply streams as k3/chat/didStream, in order, and ends at the token
     const mine = server.streams.filter((s) => s.messageId === r.message.id);
     assert.ok(mine.length > 1, `${mine.length} stream notifications`);
     const text = (channel: string): string => mine.filter((s) => s.channel === channel).map((s) => s.text).join('');
-    assert.equal(text('reasoning'), r.message.reasoning);
-    assert.equal(text('content'), r.message.content);
-    assert.notEqual(r.message.reasoning, '', 'a thinking conversation starts in the think channel');
+    assert.notEqual(text('reasoning'), '', 'a thinking conversation starts in the think channel');
+    // The fixture's random weights never close the think channel within 24 tokens: the
+    // reasoning that never ended is the reply's answer, not a folded block over nothing.
+    assert.equal(text('content'), '');
+    assert.equal(r.message.content, text('reasoning'));
+    assert.equal(r.message.reasoning, '');
+    assert.equal(r.message.completionModel, undefined, 'the fixture declares no k3_code key: a chat model');
     const tokens = mine.map((s) => s.tokens);
     assert.deepEqual(tokens, [...tokens].sort((a, b) => a - b), 'pieces arrive in order');
     const list = await server.connection.sendRequest(ConversationListRequest.type);

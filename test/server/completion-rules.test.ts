@@ -17,7 +17,7 @@ const tok = Tokenizer.open(path.join(repoRoot, 'test/data/kimi-tokenizer'));
 const enc = (s: string): number[] => Array.from(tok.encode(s, false));
 
 const pp = (raw: string, over: Partial<PostprocessInput> = {}) =>
-  postprocess(raw, { linePrefix: 'x = ', lineSuffix: '', nextLines: [], multiline: false, maxLines: 8, ...over });
+  postprocess(raw, { linePrefix: 'x = ', lineSuffix: '', nextLines: [], multiline: false, maxLines: 8, lineAbove: '', maxLineLength: 1000, asciiFile: true, ...over });
 
 test('the prompt is extra context, then the file above the cursor line, then the line: each encoded on its own', () => {
   const text = 'import os\n\ndef f():\n    return 1\nresult = f(\nprint(result)\n';

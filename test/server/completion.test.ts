@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test';
 import { CancellationTokenSource, LSPErrorCodes, ResponseError } from 'vscode-languageserver-protocol/node';
 import { Tokenizer } from '../../server/engine/tokenizer';
 import { type StatusResult, StatusRequest } from '../../server/protocol';
-import { engine, greedyIncremental } from '../support/engine';
+import { engine, greedyIncremental, healedGreedy, ordinaryTokenBytes } from '../support/engine';
 import { ensureFixture } from '../support/fixtures';
 import { type ServerHandle, startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';
 import { addonFile } from '../support/paths';
@@ -25,7 +25,9 @@ let tok: Tokenizer;
 before(
   async () => {
     tok = Tokenizer.open(dir);
-    server = await startServer({ modelPath: dir, settings: { engine: { threads: 1 }, completions: { maxTokens: MAX_TOKENS } } });
+    // The fixture's random weights write junk; this file checks the pipeline's exactness,
+    // so the junk filter is off (test/server/completion-quality.test.ts tests it on k3-mini).
+    server = await startServer({ modelPath: dir, settings: { engine: { threads: 1 }, completions: { maxTokens: MAX_TOKENS, filter: false } } });
     await waitReady(server);
   },
   { timeout: TEST_TIMEOUT_MS },
@@ -44,15 +46,20 @@ function singleLine(text: string): string {
   return line.replace(/\s+$/, '');
 }
 
-/** Greedy continuation of the prompt segments, by one-token decode steps, cut at a stop id. */
-function greedyText(segments: string[]): string {
+/** Greedy continuation of the prompt segments, by one-token decode steps, cut at a stop
+ * id; with `heal`, the first tokens spell it (healedGreedy) and it is cut off the text. */
+function greedyText(segments: string[], heal = ''): string {
   const prompt = segments.flatMap((s) => Array.from(tok.encode(s, false)));
   const model = new engine.Model(dir);
   const ctx = new engine.Context(model, { maxContext: 4096 });
   try {
-    const ids = greedyIncremental(ctx, prompt, MAX_TOKENS).ids;
+    const ids = heal
+      ? healedGreedy(ctx, prompt, Buffer.from(heal, 'utf8'), ordinaryTokenBytes(tok), MAX_TOKENS)
+      : greedyIncremental(ctx, prompt, MAX_TOKENS).ids;
     const stop = ids.findIndex((id) => STOP_IDS.has(id));
-    return tok.decode(stop < 0 ? ids : ids.slice(0, stop));
+    const text = tok.decode(stop < 0 ? ids : ids.slice(0, stop));
+    assert.ok(text.startsWith(heal), `the healed run spells ${JSON.stringify(heal)} first: ${JSON.stringify(text)}`);
+    return text.slice(heal.length);
   } finally {
     ctx.close();
     model.close();
@@ -68,32 +75,47 @@ test("a completion is the engine's greedy continuation of the laid-out prompt, c
   await server.open('file:///w/add.py', 'python', text);
   const got = await server.complete('file:///w/add.py', 3, 'result = add('.length);
   // No other document is open, so no extra context: the file header and the lines above,
-  // then the cursor's line, each encoded on its own.
-  const expected = singleLine(greedyText(['# add.py\ndef add(a, b):\n    return a + b\n\n', 'result = add(']));
+  // then the cursor's line up to its last piece, each encoded on its own; the engine
+  // spells the piece "(" again (token healing) and the answer leaves it out.
+  assert.equal(tok.lastPiece('result = add('), 'result = add'.length);
+  const expected = singleLine(greedyText(['# add.py\ndef add(a, b):\n    return a + b\n\n', 'result = add'], '('));
   assert.notEqual(expected, '', 'the fixture continues this prompt with text');
   assert.deepEqual(got?.items.map((i) => i.insertText), [expected]);
   const s = await status();
   assert.equal(s.lastCompletion?.source, 'engine');
-  assert.equal(s.lastCompletion?.promptTokens, tok.encode('# add.py\ndef add(a, b):\n    return a + b\n\n', false).length + tok.encode('result = add(', false).length);
+  assert.equal(s.lastCompletion?.promptTokens, tok.encode('# add.py\ndef add(a, b):\n    return a + b\n\n', false).length + tok.encode('result = add', false).length);
+  assert.equal(s.lastCompletion?.healedText, '(');
+  assert.ok((s.lastCompletion?.healedTokens ?? 0) >= 1);
 });
 
-test('a keystroke after a completion prefills only its new token (the prompt before it comes from a checkpoint)', { timeout: TEST_TIMEOUT_MS }, async (t) => {
+test('a keystroke inside the last piece prefills nothing; one that starts a new piece prefills the finished one', { timeout: TEST_TIMEOUT_MS }, async (t) => {
   const uri = 'file:///w/keys.py';
   await server.open(uri, 'python', 'def mul(a, b):\n    return a * b\n\n');
   const first = await server.complete(uri, 3, 0);
-  const s1 = await status();
-  assert.equal((s1.lastCompletion?.prefilledTokens ?? 0) + (s1.lastCompletion?.reusedTokens ?? 0), s1.lastCompletion?.promptTokens);
-  // A character the completion does not start with, so the cache cannot answer.
+  const s1 = (await status()).lastCompletion;
+  assert.equal((s1?.prefilledTokens ?? 0) + (s1?.reusedTokens ?? 0), s1?.promptTokens);
+  // A character the completion does not start with, so the cache cannot answer. The line
+  // "x" is one piece: the prompt still ends where it starts, which the engine holds, and
+  // the engine spells "x" again (token healing).
   const typed = first?.items[0]?.insertText.toString().startsWith('x') ? 'y' : 'x';
   await server.type(uri, 2, 3, 0, typed);
   await server.complete(uri, 3, 1);
   const s2 = (await status()).lastCompletion;
   t.diagnostic(`keystroke: prompt ${s2?.promptTokens} tokens, reused ${s2?.reusedTokens}, prefilled ${s2?.prefilledTokens}, ${s2?.prefillMs} ms`);
   assert.equal(s2?.source, 'engine');
-  assert.equal(s2?.promptTokens, (s1.lastCompletion?.promptTokens ?? 0) + tok.encode(typed, false).length);
-  assert.equal(s2?.prefilledTokens, 1);
-  assert.equal(s2?.reusedTokens, (s2?.promptTokens ?? 0) - 1);
-  assert.ok(server.logs.some((l) => /completion \(engine, done\): prompt \d+ tokens, reused \d+, prefilled 1,/.test(l)));
+  assert.equal(s2?.promptTokens, s1?.promptTokens);
+  assert.equal(s2?.prefilledTokens, 0);
+  assert.equal(s2?.healedText, typed);
+  // A space starts a new piece: the finished piece joins the prompt, one token.
+  await server.type(uri, 3, 3, 1, ' ');
+  await server.complete(uri, 3, 2);
+  const s3 = (await status()).lastCompletion;
+  assert.equal(s3?.source, 'engine');
+  assert.equal(s3?.promptTokens, (s1?.promptTokens ?? 0) + tok.encode(typed, false).length);
+  assert.equal(s3?.prefilledTokens, tok.encode(typed, false).length);
+  assert.equal(s3?.reusedTokens, s1?.promptTokens);
+  assert.equal(s3?.healedText, ' ');
+  assert.ok(server.logs.some((l) => /completion \(engine, done\): prompt \d+ tokens, reused \d+, prefilled 1, generated \d+, healed 1 bytes/.test(l)));
 });
 
 test('typing the start of a completion is answered from the cache with the rest of it, without the engine', { timeout: TEST_TIMEOUT_MS }, async () => {
@@ -123,7 +145,7 @@ test('a newer completion request supersedes the one in flight', { timeout: TEST_
 
 test('a cancelled request stops the engine within a forward pass, mid-generation', { timeout: TEST_TIMEOUT_MS }, async (t) => {
   await server.connection.sendNotification('workspace/didChangeConfiguration', {
-    settings: { k3: { completions: { multiline: true, maxLines: 100000, maxTokens: 4000 } } },
+    settings: { k3: { completions: { multiline: true, maxLines: 100000, maxTokens: 4000, filter: false } } },
   });
   const uri = 'file:///w/long.py';
   await server.open(uri, 'python', 'def long_function():\n');
@@ -145,6 +167,6 @@ test('a cancelled request stops the engine within a forward pass, mid-generation
   // One forward pass verifies at most 1 + speculation (8) tokens.
   assert.ok((s.lastCompletion?.tokensAfterCancel ?? 99) <= 9, `${s.lastCompletion?.tokensAfterCancel} tokens after the cancel`);
   await server.connection.sendNotification('workspace/didChangeConfiguration', {
-    settings: { k3: { completions: { multiline: false, maxTokens: MAX_TOKENS } } },
+    settings: { k3: { completions: { multiline: false, maxTokens: MAX_TOKENS, filter: false } } },
   });
 });

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include "json.h"
+#include "kernels.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -482,6 +483,12 @@ static k3_status read_quant(const reader *t, const reader *top, k3_config *c, ch
         return bad(t, "moe_intermediate_size",
                    "is %d, not a multiple of 32: the MXFP4 experts' w2 columns come in groups of 32",
                    c->moe_intermediate_size);
+    if (c->routed_expert_hidden_size > KERNELS_MXFP4_MAX_COLS)
+        return bad(t, "routed_expert_hidden_size", "is %d: the MXFP4 kernels take at most %d columns",
+                   c->routed_expert_hidden_size, KERNELS_MXFP4_MAX_COLS);
+    if (c->moe_intermediate_size > KERNELS_MXFP4_MAX_COLS)
+        return bad(t, "moe_intermediate_size", "is %d: the MXFP4 kernels take at most %d columns",
+                   c->moe_intermediate_size, KERNELS_MXFP4_MAX_COLS);
     return K3_OK;
 }
 

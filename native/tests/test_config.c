@@ -494,7 +494,7 @@ TEST(config_inconsistent_dimensions_are_refused_with_the_numbers) {
                   "text_config.linear_attn_config.num_heads is 4096: num_heads * head_dim = 33554432 exceeds 16777216"));
 }
 
-TEST(config_mxfp4_needs_expert_columns_in_groups_of_32) {
+TEST(config_mxfp4_needs_expert_columns_in_groups_of_32_and_at_most_16384) {
     k3_config c;
     k3_error err = {0};
     const kv latent[2] = {{"quantization_config", MXFP4_QUANT}, {"routed_expert_hidden_size", "500"}};
@@ -504,6 +504,12 @@ TEST(config_mxfp4_needs_expert_columns_in_groups_of_32) {
     const kv inter[2] = {{"quantization_config", MXFP4_QUANT}, {"moe_intermediate_size", "100"}};
     CHECK_ERROR(load(inter, 2, &c, &err), err, K3_ERR_CONFIG,
                 "text_config.moe_intermediate_size is 100, not a multiple of 32: the MXFP4 experts' w2 columns");
+    const kv wide[2] = {{"quantization_config", MXFP4_QUANT}, {"routed_expert_hidden_size", "16416"}};
+    CHECK_ERROR(load(wide, 2, &c, &err), err, K3_ERR_CONFIG,
+                "text_config.routed_expert_hidden_size is 16416: the MXFP4 kernels take at most 16384 columns");
+    const kv wide_inter[2] = {{"quantization_config", MXFP4_QUANT}, {"moe_intermediate_size", "16416"}};
+    CHECK_ERROR(load(wide_inter, 2, &c, &err), err, K3_ERR_CONFIG,
+                "text_config.moe_intermediate_size is 16416: the MXFP4 kernels take at most 16384 columns");
     /* without quantization the same widths are fine */
     const kv dense[1] = {{"routed_expert_hidden_size", "500"}};
     CHECK_OK(load(dense, 1, &c, &err), err);

@@ -135,7 +135,7 @@ static int parse_ll(const char *s, long long lo, long long hi, long long *out) {
 static int parse_options(int argc, char **argv, serve_options *o) {
     if (argc < 2 || argv[1][0] == '-')
         return usage_error("%s", "usage: k3 serve MODEL_DIR [--port N] [--host ADDR] [options]");
-    *o = (serve_options){.model_dir = argv[1], .host = "127.0.0.1", .port = 8080, .threads = 1, .batch = 32,
+    *o = (serve_options){.model_dir = argv[1], .host = "127.0.0.1", .port = 8080, .threads = 1, .batch = 128,
                          .max_context = 8192, .queue = 16, .max_connections = 128, .spec = 8, .checkpoint_mb = 256,
                          .max_body = 16LL << 20};
     run_memory_init(&o->memory);

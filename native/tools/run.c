@@ -95,7 +95,7 @@ static int parse_ids(const char *s, int32_t **out) {
 }
 
 static int parse_options(int argc, char **argv, run_options *o) {
-    *o = (run_options){.model_dir = argv[0], .gen = 8, .threads = 1, .batch = 32};
+    *o = (run_options){.model_dir = argv[0], .gen = 8, .threads = 1, .batch = 128};
     run_memory_init(&o->memory);
     for (int i = 1; i < argc; i++) {
         const int mem = run_memory_option(&o->memory, argc, argv, &i, o->model_dir);

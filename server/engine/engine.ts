@@ -110,7 +110,7 @@ export class Model {
       const native = new addon.Session(this.native, {
         maxContext: options.maxContext,
         threads: options.threads ?? 1,
-        batch: options.batch ?? 32,
+        batch: options.batch ?? 128,
       });
       if (options.checkpointBytes !== undefined) native.setCheckpointLimit(options.checkpointBytes);
       return new Session(native, options.maxContext, options.checkpointBytes);

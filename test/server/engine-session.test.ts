@@ -73,7 +73,7 @@ test('the JS thread is free while the engine generates', async () => {
   s.close();
 });
 
-test('cancel stops a generation within a forward pass, and the next calls give exact results', async () => {
+test('cancel stops a generation before its length, and the next calls give exact results', async () => {
   const s = session();
   await s.sync(prompt);
   const seen: number[] = [];
@@ -85,6 +85,10 @@ test('cancel stops a generation within a forward pass, and the next calls give e
       if (seen.length >= 5 && emittedAtCancel < 0) emittedAtCancel = s.cancel();
     },
   });
+  // The rejection says the engine stopped on the cancel (a generation that reached
+  // maxTokens resolves). Tokens it made before the JS thread drained the queue and called
+  // cancel still arrive, in that same batch or the next: how many depends on how far the
+  // JS thread lags the engine, so only the order of events is asserted.
   await assert.rejects(run, (e: unknown) => e instanceof EngineError && e.code === 'cancelled' && e.status === 12);
   // Every emitted token reaches JS before the promise settles. The engine counts what it had
   // emitted when cancel() was called; what had reached JS by then depends on how busy the

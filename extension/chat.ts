@@ -4,6 +4,7 @@
 // conversations and their persistence; this only mirrors what the page shows. Free of
 // `vscode` values: chatView.ts supplies the webview, clipboard and editor.
 import type {
+  ChatActionView,
   ChatAvailabilityView,
   ChatMessageView,
   ConversationSummaryView,
@@ -19,11 +20,16 @@ export interface ReplyResult {
   /** The reply as recorded. */
   reply: ChatMessageView;
   tokensPerSecond?: number;
+  /** What the server handled on the way and the user should read, as sentences. */
+  warnings?: string[];
 }
 
 /** Where replies and history come from (the language server; chatBackend.ts). */
 export interface ChatBackend {
   availability(): ChatAvailabilityView;
+  /** The name of the model that answers now when it was not trained for chat (its replies
+   * are labelled from the first piece on); undefined for a chat model. */
+  completionModel(): string | undefined;
   list(): Promise<ConversationSummaryView[]>;
   load(conversationId: string): Promise<ConversationView | null>;
   /**
@@ -51,6 +57,8 @@ export interface ChatHostDeps {
   thinking(active: boolean): void;
   /** The decode speed of a finished reply. */
   speed(tokensPerSecond: number): void;
+  /** A button of the notice (choose a model folder, open the remote settings). */
+  runAction(action: ChatActionView): void;
   newId(): string;
   now(): number;
 }
@@ -94,6 +102,9 @@ export class ChatController {
         return;
       case 'insert':
         if (!(await this.deps.insert(message.text))) this.deps.inform('Open an editor to insert the code into.');
+        return;
+      case 'action':
+        this.deps.runAction(message.action);
         return;
       default: {
         const never: never = message;
@@ -188,6 +199,8 @@ export class ChatController {
     if (conversationId === null && [...this.running.keys()].some((id) => id.startsWith('new-'))) return;
     const user: ChatMessageView = { id: this.deps.newId(), role: 'user', content: trimmed, reasoning: '', state: 'done' };
     const reply: ChatMessageView = { id: this.deps.newId(), role: 'assistant', content: '', reasoning: '', state: 'streaming' };
+    const completionModel = this.deps.backend.completionModel();
+    if (completionModel) reply.completionModel = completionModel;
     conversation.messages.push(user);
     conversation.updatedAt = this.deps.now();
     this.current = conversation;
@@ -217,6 +230,9 @@ export class ChatController {
       );
       reply.content = result.reply.content;
       reply.reasoning = result.reply.reasoning;
+      if (result.reply.completionModel) reply.completionModel = result.reply.completionModel;
+      else delete reply.completionModel;
+      if (result.warnings?.length) reply.note = result.warnings.join(' ');
       reply.state = abort.signal.aborted || result.reply.state === 'stopped' ? 'stopped' : 'done';
       if (result.tokensPerSecond !== undefined) this.deps.speed(result.tokensPerSecond);
       if (result.conversationId !== conversation.id) this.rekey(conversation, result.conversationId);
@@ -263,6 +279,8 @@ export function parseFromWebview(raw: unknown): FromWebview | undefined {
     case 'copy':
     case 'insert':
       return str('text') ? { type, text: m.text as string } : undefined;
+    case 'action':
+      return m.action === 'choose-model-folder' || m.action === 'open-remote-settings' ? { type, action: m.action } : undefined;
     default: {
       const never: never = type;
       void never;

@@ -27,8 +27,7 @@ import {
   type K3ErrorData,
 } from '../server/protocol';
 import type { ChatBackend, ReplyResult } from './chat';
-import { describeEngineForChat } from './engineText';
-import type { EngineView } from './status';
+import { describeChatAvailability, type ChatFacts } from './engineText';
 
 /** A failed request as one sentence for the user. */
 export function describeRequestError(e: unknown): string {
@@ -41,13 +40,15 @@ export function describeRequestError(e: unknown): string {
 }
 
 export function messageView(m: ChatMessage): ChatMessageView {
-  return {
+  const view: ChatMessageView = {
     id: m.id,
     role: m.role,
     content: m.content,
     reasoning: m.reasoning,
     state: m.stopReason === 'stopped' ? 'stopped' : 'done',
   };
+  if (m.completionModel) view.completionModel = m.completionModel;
+  return view;
 }
 
 export function conversationView(c: Conversation): ConversationView {
@@ -61,7 +62,7 @@ export class ServerChatBackend implements ChatBackend {
   private readonly listeners = new Map<string, (p: ChatStreamParams) => void>();
   private pendingNew: ((p: ChatStreamParams) => void) | undefined;
 
-  constructor(private readonly engine: () => EngineView) {}
+  constructor(private readonly facts: () => ChatFacts) {}
 
   /** Uses `client` from now on (called after every server start; undefined when stopped). */
   attach(client: LanguageClient | undefined): void {
@@ -81,10 +82,12 @@ export class ServerChatBackend implements ChatBackend {
   }
 
   availability(): ChatAvailabilityView {
-    const engine = this.engine();
-    const notice = describeEngineForChat(engine);
-    const canSend = this.client !== undefined && (engine.kind === 'ready' || engine.kind === 'busy');
-    return { canSend, notice };
+    return describeChatAvailability(this.facts(), this.client !== undefined);
+  }
+
+  completionModel(): string | undefined {
+    const model = this.facts().model;
+    return model && !model.chat ? model.name : undefined;
   }
 
   private running(): LanguageClient {
@@ -138,6 +141,8 @@ export class ServerChatBackend implements ChatBackend {
         conversationId: r.conversationId,
         reply: messageView(r.message),
         tokensPerSecond: r.stats.tokensPerSecond,
+        // History that cannot be saved is said once, in the panel's notice, not per reply.
+        warnings: r.warnings.filter((w) => w.kind !== 'storage-unavailable').map((w) => w.message),
       };
     } catch (e) {
       throw new Error(describeRequestError(e));

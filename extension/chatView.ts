@@ -4,7 +4,7 @@
 // ChatController. The conversation logic is in chat.ts; the page itself in webview/.
 import * as crypto from 'node:crypto';
 import * as vscode from 'vscode';
-import type { ToWebview } from '../server/protocol';
+import type { ChatActionView, ToWebview } from '../server/protocol';
 import { ChatController, parseFromWebview, type ChatBackend } from './chat';
 
 export const CHAT_VIEW_ID = 'k3.chat';
@@ -15,6 +15,8 @@ export interface ChatViewHooks {
   speed(tokensPerSecond: number): void;
   /** The editor the Insert button writes into (the last one that had focus). */
   lastEditor(): vscode.TextEditor | undefined;
+  /** A button of the panel's notice. */
+  runAction(action: ChatActionView): void;
 }
 
 export class ChatViewProvider implements vscode.WebviewViewProvider, vscode.Disposable {
@@ -35,6 +37,7 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, vscode.Disp
       inform: (message) => void vscode.window.showInformationMessage(message),
       thinking: hooks.thinking,
       speed: hooks.speed,
+      runAction: hooks.runAction,
       newId: () => crypto.randomUUID(),
       now: () => Date.now(),
     });
@@ -53,6 +56,10 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, vscode.Disp
       }),
       view.onDidDispose(() => {
         this.view = undefined;
+      }),
+      // Another window of the workspace may have added conversations meanwhile.
+      view.onDidChangeVisibility(() => {
+        if (view.visible) void this.controller.refresh();
       }),
     );
   }

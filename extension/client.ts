@@ -1,5 +1,5 @@
 // client.ts - builds the LanguageClient: the server bundle over Node IPC, the settings, the
-// backend (with the remote API key) and the workspace storage folder as
+// backend (with the remote API key) and the workspace's state folder (storage.ts) as
 // initializationOptions, the ghost-text middleware, and an error handler that restarts after a crash but hands the decision to the user after an
 // out-of-memory, a missing model or a crash loop (the default handler's four silent
 // restarts of a multi-minute model load would look like a hang).
@@ -26,12 +26,22 @@ export interface ClientHooks {
   crashed(): CrashDecision;
 }
 
+/** Where the server keeps the workspace's state (storage.ts). */
+export interface StorageLocation {
+  path: string;
+  /** Folders an older k3-code used; the server moves their contents once. */
+  legacy: string[];
+  /** The URIs that identify the workspace. */
+  workspace: string[];
+}
+
 /** `apiKey`: the remote backend's key from SecretStorage; it goes to the server in
  * initializationOptions and nowhere else (never to settings or the log). */
 export function createClient(
   extension: vscode.ExtensionContext,
   settings: Settings,
   hooks: ClientHooks,
+  storage: StorageLocation,
   apiKey?: string,
 ): LanguageClient {
   const serverModule = extension.asAbsolutePath(path.join('dist', 'server.js'));
@@ -41,7 +51,9 @@ export function createClient(
   };
   const initializationOptions: InitializationOptions = {
     modelPath: settings.modelPath || embeddedModelPath(extension),
-    storagePath: (extension.storageUri ?? extension.globalStorageUri).fsPath,
+    storagePath: storage.path,
+    legacyStoragePaths: storage.legacy,
+    workspace: storage.workspace,
     // Unset: the server uses the preset this workspace chose last (K3: Select Memory Preset).
     ...(settings.presetExplicit ? { preset: settings.preset } : {}),
     settings: serverSection(settings),

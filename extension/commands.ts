@@ -6,7 +6,7 @@ import { PresetsListRequest, type PresetInfo } from '../server/protocol';
 import { describeRequestError } from './chatBackend';
 import type { Ctx } from './ctx';
 import { checkModelFolder } from './modelFolder';
-import { availableMemoryBytes, formatBytes, presetItems, type PresetFacts } from './presets';
+import { availableMemoryBytes, formatBytes, presetItems, wholeModelNote, type PresetFacts } from './presets';
 
 export const commands: Record<string, (ctx: Ctx) => unknown> = {
   'k3.selectPreset': selectPreset,
@@ -77,13 +77,14 @@ async function selectPreset(ctx: Ctx): Promise<void> {
       facts.set(p.id, { trunkBytes: p.trunkBytes, expertCacheBytes: p.expertCacheBytes, peakBytes: p.peakBytes, secondsPerToken: p.secondsPerToken });
     }
   }
-  const items = presetItems(presets, current, available, facts).map((item) => ({
+  const model = ctx.settings.backend === 'local' ? ctx.model : undefined;
+  const items = presetItems(presets, current, available, facts, 'auto', model).map((item) => ({
     ...item,
     alwaysShow: true,
   }));
   const pick = await vscode.window.showQuickPick(items, {
     title: `K3: Select Memory Preset (${formatBytes(available)} available)`,
-    placeHolder: note ?? 'How much memory the engine may use; choosing one reloads the engine',
+    placeHolder: note ?? wholeModelNote(model, facts) ?? 'How much memory the engine may use; choosing one reloads the engine',
     matchOnDescription: true,
     matchOnDetail: true,
   });

@@ -15,17 +15,19 @@ import {
   StateClearRequest,
   StatusRequest,
   type K3Action,
+  type ModelInfo,
   type StatusResult,
 } from '../server/protocol';
 import { describeRequestError } from './chatBackend';
 import { ServerChatBackend } from './chatBackend';
 import { CHAT_VIEW_ID, ChatViewProvider } from './chatView';
-import { createClient } from './client';
+import { createClient, type StorageLocation } from './client';
 import { CompletionPolicy } from './completions';
 import { checkModelFolder } from './modelFolder';
 import { RestartPolicy, type CrashDecision, type KnownFailure } from './restart';
 import { REMOTE_API_KEY_SECRET, readSettings, serverSection, type Settings } from './settings';
 import { describeRemote, describeStatus, engineFromStatus, formatDuration, lastSpeed, type EngineView } from './status';
+import { legacyStorageFolders, workspaceIdentity, workspaceStorageFolder } from './storage';
 
 /** A load that ends sooner than this shows no notification, only the status bar. */
 const QUIET_LOAD_MS = 1500;
@@ -47,6 +49,10 @@ export class Ctx {
   serverPreset: string | undefined;
   /** The remote server and model, as the server reports them (k3.backend remote). */
   remoteStatus: string | undefined;
+  /** The model the local engine runs or loads, as the server reports it. */
+  model: ModelInfo | undefined;
+  /** Why the server cannot keep this workspace's chat history now. */
+  storageProblem: string | undefined;
 
   private readonly restarts = new RestartPolicy();
   private knownFailure: KnownFailure;
@@ -73,7 +79,11 @@ export class Ctx {
       thinking: (active) => this.thinking(active),
       now: () => Date.now(),
     });
-    this.chatBackend = new ServerChatBackend(() => this.engine);
+    this.chatBackend = new ServerChatBackend(() => ({
+      engine: this.engine,
+      ...(this.model ? { model: this.model } : {}),
+      ...(this.storageProblem ? { storageProblem: this.storageProblem } : {}),
+    }));
     this.chat = new ChatViewProvider(extension.extensionUri, this.chatBackend, {
       log: (m) => this.output.warn(m),
       thinking: (active) => this.thinking(active),
@@ -82,6 +92,8 @@ export class Ctx {
         this.paint();
       },
       lastEditor: () => this.lastEditor,
+      runAction: (action) =>
+        void vscode.commands.executeCommand(action === 'choose-model-folder' ? 'k3.selectModelFolder' : 'k3.openRemoteSettings'),
     });
     this.lastEditor = vscode.window.activeTextEditor;
     extension.subscriptions.push(
@@ -112,9 +124,22 @@ export class Ctx {
     return readSettings(vscode.workspace.getConfiguration('k3'), vscode.workspace.isTrusted);
   }
 
-  /** Where the server keeps this workspace's chat history, engine state and preset. */
+  /** Where the server keeps this workspace's chat history, engine state and preset: one
+   * folder per workspace, shared by its windows (storage.ts). */
+  storage(): StorageLocation {
+    const identity = workspaceIdentity({
+      workspaceFile: vscode.workspace.workspaceFile?.toString(),
+      folders: (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.toString()),
+    });
+    return {
+      path: workspaceStorageFolder(this.extension.globalStorageUri.fsPath, identity),
+      legacy: legacyStorageFolders(this.extension.storageUri?.fsPath),
+      workspace: identity,
+    };
+  }
+
   get storagePath(): string {
-    return (this.extension.storageUri ?? this.extension.globalStorageUri).fsPath;
+    return this.storage().path;
   }
 
   /** Starts the server unless the model folder is unusable (then the action is shown instead). */
@@ -162,6 +187,7 @@ export class Ctx {
       thinking: this.thinkingShown,
       preset: this.serverPreset ?? this.settings.preset,
       ...(this.remoteStatus ? { remote: this.remoteStatus } : {}),
+      ...(this.model ? { model: this.model } : {}),
       completionsEnabled: this.settings.completions.enabled,
       engineVersion: this.engineVersion,
       lastTokensPerSecond: this.lastTokensPerSecond,
@@ -223,6 +249,7 @@ export class Ctx {
         completions: this.completions,
         crashed: () => this.crashed(),
       },
+      this.storage(),
       apiKey,
     );
     this.client = client;
@@ -282,6 +309,8 @@ export class Ctx {
     this.engineVersion = status.engineVersion;
     this.serverPreset = status.preset || undefined;
     this.remoteStatus = status.remote ? describeRemote(status.remote) : undefined;
+    this.model = status.model;
+    this.storageProblem = status.storage?.problem?.message;
     this.lastTokensPerSecond = lastSpeed(status) ?? this.lastTokensPerSecond;
     const kind = status.error?.kind;
     this.knownFailure = kind === 'out-of-memory' || kind === 'model-missing' ? kind : undefined;

@@ -1,6 +1,16 @@
-// engineText.ts - sentences about the engine's state for places other than the status bar
-// (the chat panel's notice). One wording per state, next to status.ts's.
+// engineText.ts - sentences about the engine's state for places other than the status bar:
+// the chat panel's notice and its buttons. One wording per state, next to status.ts's.
+import type { ChatAvailabilityView, ModelInfo } from '../server/protocol';
 import { formatDuration, type EngineView } from './status';
+
+/** What the chat panel's notice is made from (the latest k3/status, as ctx.ts keeps it). */
+export interface ChatFacts {
+  engine: EngineView;
+  /** The model the local engine runs; absent with the remote backend or no model. */
+  model?: ModelInfo;
+  /** Why this window's chat history cannot be kept now (the server's sentence). */
+  storageProblem?: string;
+}
 
 /** A sentence for the chat panel, or '' when the engine is ready to answer. */
 export function describeEngineForChat(engine: EngineView): string {
@@ -29,4 +39,22 @@ export function describeEngineForChat(engine: EngineView): string {
       throw new Error(`unknown engine state ${JSON.stringify(never)}`);
     }
   }
+}
+
+/** Whether the panel can send, and everything its notice says: the engine's state, a model
+ * that was not trained for chat (with the ways out), history that cannot be kept. */
+export function describeChatAvailability(facts: ChatFacts, connected: boolean): ChatAvailabilityView {
+  const { engine, model } = facts;
+  const canSend = connected && (engine.kind === 'ready' || engine.kind === 'busy');
+  const sentences = [describeEngineForChat(engine)];
+  const actions: ChatAvailabilityView['actions'] = [];
+  if (model && !model.chat) {
+    sentences.push(
+      `${model.name} is a code-completion model, not trained for chat: it continues a message as code (briefly) and does not answer it. ` +
+        'For chat, use a Kimi K3 model folder or a remote K3 server.',
+    );
+    actions.push({ action: 'choose-model-folder', title: 'Choose a K3 Model Folder…' }, { action: 'open-remote-settings', title: 'Use a Remote K3 Server…' });
+  }
+  if (facts.storageProblem) sentences.push(facts.storageProblem);
+  return { canSend, notice: sentences.filter(Boolean).join(' '), actions };
 }

@@ -1,7 +1,10 @@
-// presets.ts - the memory preset quick pick's items: every preset with its budgets, the
-// peak memory it needs and whether that fits the memory this machine has available now,
-// the engine's forecast of seconds per token when this machine has been measured, the
-// recommended one marked. Pure except availableMemoryBytes(), which reads the OS.
+// presets.ts - the memory preset quick pick's items: every preset with its budgets, set
+// against the loaded model's size (how much of it each holds, and whether that fits the
+// memory this machine has available now; a model that fits whole in every preset is said
+// to once, in the picker's placeholder), the recommended one marked, and the engine's
+// forecast of seconds per token for the full K3 when this machine has been measured.
+// Without a model, the full K3's peak is shown. Pure except availableMemoryBytes(), which
+// reads the OS.
 // Budgets and peak memory come from the engine's preset table through k3/presets/list; a
 // preset the server says nothing about (an older server, or none running) is listed as
 // not reported rather than guessed. `auto`, which sizes itself from free memory, is the
@@ -20,6 +23,13 @@ export interface PresetFacts {
   /** The engine's forecast of seconds per token at full scale on this machine (measured
    * memory bandwidth and disk speed); undefined until the machine has been measured. */
   secondsPerToken?: number;
+}
+
+/** The loaded model, as k3/status describes it. */
+export interface PresetModel {
+  name: string;
+  /** Bytes of its weights. */
+  bytes: number;
 }
 
 export interface PresetItem {
@@ -55,6 +65,17 @@ export function availableMemoryBytes(): number {
   return os.freemem();
 }
 
+/** True when every preset the engine reported holds the whole model in its budgets. */
+export function fitsWholeEverywhere(model: PresetModel, facts: ReadonlyMap<string, PresetFacts>): boolean {
+  return facts.size > 0 && [...facts.values()].every((f) => model.bytes <= f.trunkBytes + f.expertCacheBytes);
+}
+
+/** The picker's placeholder when the model fits whole in every preset, else undefined. */
+export function wholeModelNote(model: PresetModel | undefined, facts: ReadonlyMap<string, PresetFacts>): string | undefined {
+  if (!model || !fitsWholeEverywhere(model, facts)) return undefined;
+  return `${model.name} (${formatBytes(model.bytes)}) fits whole in every preset; presets matter for larger models`;
+}
+
 /**
  * One item per preset, from k3/presets/list (or package.json's enum for `k3.preset` when
  * the server cannot list them). `facts` holds the budgets the engine reported, by name;
@@ -66,26 +87,45 @@ export function presetItems(
   availableBytes: number,
   facts: ReadonlyMap<string, PresetFacts> = new Map(),
   recommended = 'auto',
+  model?: PresetModel,
 ): PresetItem[] {
+  const whole = model !== undefined && fitsWholeEverywhere(model, facts);
   return presets.map(({ id: preset, description: serverText }) => {
     const f = facts.get(preset);
     const marks = [preset === recommended ? 'recommended' : '', preset === current ? 'current' : ''].filter(Boolean);
     const label = `${preset === current ? '$(check) ' : ''}${preset}`;
     let detail: string;
     let description = marks.join(', ');
-    if (f) {
+    const forecast = f?.secondsPerToken !== undefined ? `~${formatSeconds(f.secondsPerToken)}/token here` : '';
+    if (f && model) {
+      const budget = f.trunkBytes + f.expertCacheBytes;
+      const budgets = `trunk ${formatBytes(f.trunkBytes)} + expert cache ${formatBytes(f.expertCacheBytes)}`;
+      if (whole) {
+        detail = forecast ? `${budgets}; the full K3 would take ${forecast}` : budgets;
+      } else {
+        const held = Math.min(model.bytes, budget);
+        const fits = held <= availableBytes;
+        description = [description, `holds ${formatBytes(held)} of ${model.name}`].filter(Boolean).join(' · ');
+        detail = `${budgets}: ${
+          held === model.bytes ? `all ${formatBytes(model.bytes)} of ${model.name} stay in memory` : `${formatBytes(held)} of its ${formatBytes(model.bytes)} stay in memory, the rest is read as needed`
+        }; ${fits ? `fits in the ${formatBytes(availableBytes)} available` : `more than the ${formatBytes(availableBytes)} available`}${
+          forecast ? `; the full K3 would take ${forecast}` : ''
+        }`;
+      }
+    } else if (f) {
       const fits = f.peakBytes <= availableBytes;
-      const speed = f.secondsPerToken !== undefined ? `~${formatSeconds(f.secondsPerToken)}/token here` : '';
-      description = [description, `peak ${formatBytes(f.peakBytes)}`, speed].filter(Boolean).join(' · ');
+      description = [description, `peak ${formatBytes(f.peakBytes)}`, forecast].filter(Boolean).join(' · ');
       detail = `trunk ${formatBytes(f.trunkBytes)} + expert cache ${formatBytes(f.expertCacheBytes)}; full K3 peaks at ${formatBytes(
         f.peakBytes,
       )}: ${fits ? `fits in the ${formatBytes(availableBytes)} available` : `does not fit in the ${formatBytes(availableBytes)} available`}`;
     } else if (preset === 'auto') {
       detail = `sizes the trunk and the expert cache from the ${formatBytes(availableBytes)} available when the engine loads`;
+    } else if (preset === 'mapped') {
+      detail = 'no budgets: every weight is mapped from the shards and the operating system keeps what it can';
     } else {
       detail = 'budgets and peak memory: not reported by the server';
     }
-    if (serverText) detail = `${serverText.replace(/\.$/, '')}. ${detail}`;
+    if (serverText) detail = `${serverText.replace(/\.$/, '')}. ${detail[0].toUpperCase()}${detail.slice(1)}`;
     return { preset, label, description, detail };
   });
 }

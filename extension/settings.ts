@@ -17,6 +17,11 @@ export interface CompletionSettings {
   debounceMs: number | null;
 }
 
+export interface ChatSettings {
+  /** Most tokens of one chat reply, reasoning included. */
+  maxTokens: number;
+}
+
 export interface RemoteSettings {
   /** Base URL of the OpenAI-compatible API. */
   endpoint: string;
@@ -41,6 +46,7 @@ export interface Settings {
   /** True when the user set `k3.preset`; otherwise the server keeps the workspace's own choice. */
   presetExplicit: boolean;
   completions: CompletionSettings;
+  chat: ChatSettings;
 }
 
 /** The part of vscode.WorkspaceConfiguration this reads (section `k3`). */
@@ -54,6 +60,10 @@ export const REMOTE_API_KEY_SECRET = 'k3.remote.apiKey';
 
 export const DEFAULT_REMOTE_ENDPOINT = 'http://127.0.0.1:8080';
 export const DEFAULT_REMOTE_TIMEOUT_MS = 60_000;
+/** k3.chat.maxTokens's default and bounds (package.json says the same). K3 thinks before it
+ * answers; 4,096 tokens leave room for both in most replies. */
+export const DEFAULT_CHAT_MAX_TOKENS = 4096;
+const CHAT_MAX_TOKENS_RANGE = [16, 131_072] as const;
 
 const DEFAULT_DISABLED_LANGUAGES = ['plaintext', 'markdown', 'scminput'];
 
@@ -97,6 +107,7 @@ export function readSettings(config: ConfigurationSource, workspaceTrusted: bool
   const backend = trustedValue(config, 'backend', workspaceTrusted);
   const endpoint = trustedValue(config, 'remote.endpoint', workspaceTrusted);
   const timeout = config.get<unknown>('remote.timeoutMs');
+  const chatMax = config.get<unknown>('chat.maxTokens');
   return {
     backend: backend.value === 'remote' ? 'remote' : 'local',
     remote: {
@@ -119,10 +130,16 @@ export function readSettings(config: ConfigurationSource, workspaceTrusted: bool
       debounceMs:
         typeof debounce === 'number' && Number.isFinite(debounce) ? Math.min(10000, Math.max(0, Math.round(debounce))) : null,
     },
+    chat: {
+      maxTokens:
+        typeof chatMax === 'number' && Number.isFinite(chatMax)
+          ? Math.min(CHAT_MAX_TOKENS_RANGE[1], Math.max(CHAT_MAX_TOKENS_RANGE[0], Math.round(chatMax)))
+          : DEFAULT_CHAT_MAX_TOKENS,
+    },
   };
 }
 
 /** The part of the settings the server uses, in its shape (initializationOptions.settings). */
 export function serverSection(settings: Settings): SettingsSection {
-  return { completions: { multiline: settings.completions.multiline } };
+  return { completions: { multiline: settings.completions.multiline }, chat: { maxTokens: settings.chat.maxTokens } };
 }

@@ -2,7 +2,8 @@
 // client's own activity and the settings to the item's text, tooltip and accessible label.
 // It never decides anything; ctx.ts feeds it and paints the item. Kept free of `vscode`
 // values so unit tests can check every state's wording.
-import type { K3Action, RemoteServerKind, RemoteStatus, StatusResult } from '../server/protocol';
+import type { K3Action, ModelInfo, RemoteServerKind, RemoteStatus, StatusResult } from '../server/protocol';
+import { formatBytes } from './presets';
 
 /** What the engine is doing, as the extension understands it. */
 export type EngineView =
@@ -25,6 +26,8 @@ export interface StatusInput {
   lastTokensPerSecond?: number;
   /** The remote server completions and chat go to (k3.backend remote), as the status names it. */
   remote?: string;
+  /** The model the local engine runs or loads. */
+  model?: Pick<ModelInfo, 'name' | 'bytes' | 'chat' | 'path'>;
   now: number;
 }
 
@@ -156,6 +159,7 @@ export function describeStatus(input: StatusInput): StatusView {
     }
   }
   const facts = [
+    ...(input.model && !input.remote ? [describeModel(input.model)] : []),
     input.remote ? `Remote: ${input.remote} (presets apply to the local engine only)` : `Preset: ${input.preset}`,
     `Last speed: ${input.lastTokensPerSecond !== undefined ? `${input.lastTokensPerSecond.toFixed(1)} tokens/s` : 'none yet'}`,
     `Completions: ${input.completionsEnabled ? 'on' : 'off'}`,
@@ -164,6 +168,11 @@ export function describeStatus(input: StatusInput): StatusView {
   const tooltip = `**K3**: ${escapeMarkdown(headline)}\n\n${facts.map(escapeMarkdown).join('  \n')}\n\nClick for the K3 menu.`;
   const ariaLabel = `K3: ${headline}. ${facts.join('. ')}.`;
   return { text, tooltip, ariaLabel, severity };
+}
+
+/** `Model: k3-mini (15 MiB of weights, code completion only)`. */
+export function describeModel(m: Pick<ModelInfo, 'name' | 'bytes' | 'chat' | 'path'>): string {
+  return `Model: ${m.name} (${formatBytes(m.bytes)} of weights${m.chat ? '' : ', code completion only: not trained for chat'})`;
 }
 
 function escapeMarkdown(s: string): string {

@@ -1,6 +1,7 @@
 // test.mjs - `npm test`: builds what the tests need, runs the C tests (plain, then under
-// AddressSanitizer) and every test/**/*.test.ts with Node's test runner. Exits non-zero if
-// any part fails; each part still runs so one failure does not hide another.
+// AddressSanitizer), the fuzz smoke (scripts/fuzz.mjs --smoke) and every test/**/*.test.ts
+// with Node's test runner. Exits non-zero if any part fails; each part still runs so one
+// failure does not hide another.
 //   node scripts/test.mjs [substring...]   run only the TypeScript test files whose path
 //                                          contains one of the substrings (C tests skipped)
 import { spawnSync } from 'node:child_process';
@@ -34,6 +35,9 @@ if (!step('build', process.execPath, [path.join(root, 'scripts/build.mjs')])) {
 }
 if (filters.length === 0) {
   step('C tests', 'make', ['-C', 'native', '-j2', 'test', '--no-print-directory']);
+  // About a minute: every fuzz harness replays its seed corpus (regressions included) and
+  // fuzzes for a few seconds with a fixed seed (docs/FUZZING.md).
+  step('fuzz smoke', process.execPath, [path.join(root, 'scripts/fuzz.mjs'), '--smoke']);
 }
 
 const sources = testFiles(path.join(root, 'test')).filter(

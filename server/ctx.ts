@@ -66,6 +66,7 @@ export class ServerCtx {
   /** Takes the initialize request's options. */
   initialize(params: InitializeParams): void {
     const opts = (params.initializationOptions ?? {}) as InitializationOptions;
+    const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string' && x !== '') : []);
     this.init = {
       modelPath: typeof opts.modelPath === 'string' ? opts.modelPath : '',
       storagePath: typeof opts.storagePath === 'string' && opts.storagePath ? opts.storagePath : undefined,
@@ -83,7 +84,7 @@ export class ServerCtx {
           ...(typeof r.timeoutMs === 'number' && Number.isFinite(r.timeoutMs) && r.timeoutMs > 0 ? { timeoutMs: r.timeoutMs } : {}),
         },
         this.init.modelPath || undefined,
-        { changed: () => this.status.changed(), log: (m) => this.log(m) },
+        { changed: () => this.status.changed(), log: (m) => this.log(m), warn: (p) => this.reportProblem(p) },
       );
     }
     this.clientProgress = params.capabilities?.window?.workDoneProgress === true;
@@ -96,7 +97,10 @@ export class ServerCtx {
         return [];
       }
     });
-    this.store = new WorkspaceStore(this.init.storagePath, (p) => this.reportProblem(p));
+    this.store = new WorkspaceStore(this.init.storagePath, (p) => this.reportProblem(p), {
+      legacy: strings(opts.legacyStoragePaths),
+      workspace: strings(opts.workspace),
+    });
   }
 
   /** The preset in use: the workspace's saved choice, else the client's, else auto (also
@@ -138,6 +142,8 @@ export class ServerCtx {
   reportProblem(p: K3Problem): void {
     this.log(`problem (${p.kind}): ${p.message}${p.detail ? ` [${p.detail}]` : ''}`);
     void this.connection.sendNotification(DidReportProblemNotification.type, p);
+    // Storage problems show in the status (the chat panel says history is not kept).
+    if (p.kind === 'storage-unavailable') this.status.changed();
   }
 
   /** Detail a user sees in K3: Show Logs only with the output's level at Debug. */

@@ -41,6 +41,10 @@ const KINDS: Record<K3ErrorKind, { code: number; action: K3Action['kind'] }> = {
   // Like the local engine while it loads: no model to answer yet, and nothing to do but wait.
   'remote-loading': { code: K3ErrorCodes.NoModel, action: 'none' },
   'remote-failed': { code: K3ErrorCodes.EngineFailed, action: 'show-logs' },
+  // Reported as problems and warnings, not as failed requests, except k3/state/clear.
+  'storage-unavailable': { code: K3ErrorCodes.EngineFailed, action: 'none' },
+  'conversation-changed': { code: K3ErrorCodes.EngineFailed, action: 'none' },
+  'remote-insecure': { code: K3ErrorCodes.EngineFailed, action: 'open-remote-settings' },
 };
 
 /** A failure the user can act on: what happened, and the action that helps. */

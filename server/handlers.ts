@@ -69,21 +69,35 @@ function describeLoad(p: LoadProgress): { message: string; percentage?: number }
   return out;
 }
 
-/** Loads a model, reporting through `progress` (a work-done reporter) when given. */
-async function loadModel(ctx: ServerCtx, modelPath: string, progress: WorkDoneProgressReporter | undefined): Promise<ModelLoadResult> {
+/** Loads a model, reporting through `progress` (a work-done reporter, or the promise of
+ * one) when given. The load starts at once, so the status says `loading` before the
+ * reporter is there. */
+async function loadModel(
+  ctx: ServerCtx,
+  modelPath: string,
+  progress: WorkDoneProgressReporter | undefined | Promise<WorkDoneProgressReporter | undefined>,
+): Promise<ModelLoadResult> {
   const t0 = Date.now();
-  progress?.begin('Loading the K3 model', 0, modelPath, true);
+  const loading = ctx.host.load(modelPath, ctx.preset);
+  loading.catch(() => undefined); // handled below; not an unhandled rejection while the reporter comes
+  let reporter: WorkDoneProgressReporter | undefined;
+  try {
+    reporter = await progress;
+  } catch {
+    reporter = undefined;
+  }
+  reporter?.begin('Loading the K3 model', 0, modelPath, true);
   ctx.loadProgressSink = (p) => {
     const d = describeLoad(p);
-    progress?.report(d.percentage ?? 0, d.message);
+    reporter?.report(d.percentage ?? 0, d.message);
   };
   try {
-    const loaded = await ctx.host.load(modelPath, ctx.preset);
+    const loaded = await loading;
     ctx.log(`model loaded from ${loaded.modelPath} in ${Date.now() - t0} ms (preset ${ctx.preset})`);
     return { modelPath: loaded.modelPath, vocabSize: loaded.model.vocabSize, loadMs: Date.now() - t0 };
   } finally {
     ctx.loadProgressSink = undefined;
-    progress?.done();
+    reporter?.done();
   }
 }
 
@@ -112,26 +126,27 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
   });
 
   connection.onInitialized(() => {
-    ctx.status.enable();
     if (ctx.remote) {
+      ctx.status.enable();
       void ctx.remote.start().catch((e: Error) => ctx.log(`remote backend: ${e.message}`));
       return;
     }
     const modelPath = ctx.init.modelPath;
     if (!modelPath) {
       ctx.host.problem = { kind: 'no-model', action: { kind: 'choose-model-folder', title: 'Choose Model Folder…' }, message: 'No model folder is set.' };
-      ctx.status.changed();
+      ctx.status.enable();
       return;
     }
-    void serverProgress(ctx)
-      .then((p) => loadModel(ctx, modelPath, p))
-      .catch((e: Error) => ctx.log(`model load failed: ${e.message}`));
+    // The load starts (phase `loading`) before the first status goes out: no `no-model` flash.
+    loadModel(ctx, modelPath, serverProgress(ctx)).catch((e: Error) => ctx.log(`model load failed: ${e.message}`));
+    ctx.status.enable();
   });
 
   ctx.documents.listen(connection, {
     opened: (uri) => ctx.ring.opened(uri),
     edited: (uri, line) => ctx.ring.edited(uri, line),
     closed: (uri) => ctx.ring.closed(uri),
+    refused: (message) => ctx.log(message),
   });
 
   connection.onDidChangeConfiguration((p) => {
@@ -196,7 +211,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
   connection.onRequest(ChatStopRequest.type, answer((params) => ({ stopped: ctx.chat.stop(params?.conversationId) })));
   connection.onRequest(ConversationListRequest.type, answer0(() => ({ conversations: ctx.chat.list() })));
   connection.onRequest(ConversationGetRequest.type, answer((params) => ctx.chat.get(params?.conversationId)));
-  connection.onRequest(ConversationClearRequest.type, answer((params) => ({ removed: ctx.chat.clear(params?.conversationId) })));
+  connection.onRequest(ConversationClearRequest.type, answer((params) => ({ removed: ctx.chat.clear(params) })));
 
   connection.onRequest(
     StateClearRequest.type,

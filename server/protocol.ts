@@ -12,9 +12,16 @@ export interface InitializationOptions {
   /** Model folder (config.json, shards, tiktoken.model). Empty or absent: no model is
    * loaded until `k3/model/load` names one (status phase `no-model`). */
   modelPath?: string;
-  /** Per-workspace folder for chat history, saved engine state and the chosen preset.
+  /** Per-workspace folder for chat history, saved engine state and the chosen preset,
+   * shared by every window of the workspace (the server locks it for each write).
    * Absent: nothing is kept between runs. */
   storagePath?: string;
+  /** Folders where an older k3-code kept this workspace's state; their contents move to
+   * storagePath once. */
+  legacyStoragePaths?: string[];
+  /** What identifies the workspace (its folder URIs, or its workspace file), recorded in
+   * storagePath for people looking at it. */
+  workspace?: string[];
   /** Memory preset name (`auto`, `laptop`, ...); absent: the workspace's saved choice, else `auto`. */
   preset?: string;
   /** The `k3` settings section (the same shape `workspace/didChangeConfiguration` sends). */
@@ -63,7 +70,8 @@ export interface CompletionSettings {
 }
 
 export interface ChatSettings {
-  /** Most tokens of one reply (default 2048). */
+  /** Most tokens of one reply, reasoning included (default 4096; `k3.chat.maxTokens`). A
+   * model not trained for chat answers with at most 128. */
   maxTokens: number;
   /** New conversations think first (default true). */
   thinking: boolean;
@@ -141,7 +149,11 @@ export type K3ErrorKind =
   | 'remote-model-missing'
   | 'remote-timeout'
   | 'remote-loading'
-  | 'remote-failed';
+  | 'remote-failed'
+  | 'storage-unavailable'
+  | 'conversation-changed'
+  /** The API key would go in clear text (http://) to another machine. */
+  | 'remote-insecure';
 
 /** What the user can do about a failure; the extension shows it as a button. */
 export interface K3Action {
@@ -180,6 +192,28 @@ export interface LoadProgress {
   elapsedMs: number;
   /** Expected total, from the last load on this machine scaled by size; absent the first time. */
   estimateMs?: number;
+}
+
+/** The model loaded or loading, as its folder describes it. */
+export interface ModelInfo {
+  /** What the user calls it: `k3-mini` for the embedded default model, else the folder's name. */
+  name: string;
+  /** The folder. */
+  path: string;
+  /** Bytes of its weights (every shard). */
+  bytes: number;
+  /** Trained for chat: config.json's `k3_code.chat` (absent: true; the released K3 is). A
+   * model that is not (k3-mini, a code completer) still answers a chat message, as a short
+   * plain continuation labelled as coming from a completion model. */
+  chat: boolean;
+}
+
+/** Where the workspace's state is kept, and whether it can be now. */
+export interface StorageStatus {
+  /** The folder; absent when nothing is kept between runs. */
+  path?: string;
+  /** Why chat history and choices cannot be saved now (the window keeps them in memory). */
+  problem?: K3Problem;
 }
 
 /** What the engine runs right now. */
@@ -243,6 +277,10 @@ export interface StatusResult {
   phase: EnginePhase;
   /** The model folder loaded or loading. */
   modelPath?: string;
+  /** What that model is (absent with no model, and with the remote backend). */
+  model?: ModelInfo;
+  /** The per-workspace state folder. */
+  storage: StorageStatus;
   /** The memory preset in use. */
   preset: string;
   /** While `phase` is `loading`. */
@@ -255,6 +293,9 @@ export interface StatusResult {
   queued: { completion: number; chat: number };
   lastCompletion?: CompletionStats;
   lastChat?: ChatTurnStats;
+  /** What the completion session's prefix checkpoints hold now, and the most they may
+   * (sized from the model and the completion context); absent while it runs. */
+  completionCheckpoints?: { count: number; bytes: number; limit: number };
   /** Present when completions and chat go to a remote server (`backend: remote`). */
   remote?: RemoteStatus;
 }
@@ -401,6 +442,8 @@ export interface ChatMessage {
   createdAt: number;
   /** How an assistant reply ended. */
   stopReason?: ChatStopReason;
+  /** Set on a reply written by a model not trained for chat: that model's name. */
+  completionModel?: string;
 }
 
 /** `stop-token`: the model ended its turn; `length`: the token limit; `stopped`:
@@ -490,10 +533,9 @@ export namespace ConversationGetRequest {
   export const type = new RequestType<{ conversationId: string }, Conversation, K3ErrorData>(method);
 }
 
-export interface ConversationClearParams {
-  /** Absent: every conversation. */
-  conversationId?: string;
-}
+/** Exactly one of the two: one conversation, or every one (said explicitly). Anything else
+ * is InvalidParams and deletes nothing. */
+export type ConversationClearParams = { conversationId: string } | { all: true };
 
 /** `k3/conversation/clear`: deletes conversations with their saved state. */
 export namespace ConversationClearRequest {
@@ -526,6 +568,11 @@ export interface ChatMessageView {
   reasoning: string;
   /** `streaming` while tokens arrive; `stopped` when the user pressed Stop. */
   state: 'streaming' | 'done' | 'stopped' | 'error';
+  /** Shown with the reply: a model not trained for chat wrote it (its name). */
+  completionModel?: string;
+  /** Shown under the reply: what happened on the way (a saved state that could not be
+   * used, another window's version of the conversation kept instead of this reply). */
+  note?: string;
   /** Why a reply failed, when `state` is `error`. */
   error?: string;
 }
@@ -541,11 +588,17 @@ export interface ConversationView extends ConversationSummaryView {
   messages: ChatMessageView[];
 }
 
-/** Whether the chat can answer now, and if not, the sentence that says why. */
+/** What a notice's button does (the host runs the matching command). */
+export type ChatActionView = 'choose-model-folder' | 'open-remote-settings';
+
+/** Whether the chat can answer now, and the sentences and ways out shown above the input. */
 export interface ChatAvailabilityView {
   canSend: boolean;
-  /** Shown above the input when `canSend` is false, or while the engine is busy loading. */
+  /** Why it cannot answer, what it is doing (loading), or what to know before sending (a
+   * model not trained for chat, history that cannot be kept); '' for nothing. */
   notice: string;
+  /** Buttons under the notice. */
+  actions: { action: ChatActionView; title: string }[];
 }
 
 /** Host -> page. */
@@ -578,4 +631,6 @@ export type FromWebview =
   /** A code block's Copy button. */
   | { type: 'copy'; text: string }
   /** A code block's Insert button: insert at the cursor of the last active editor. */
-  | { type: 'insert'; text: string };
+  | { type: 'insert'; text: string }
+  /** A button of the notice. */
+  | { type: 'action'; action: ChatActionView };

@@ -11,8 +11,9 @@ export type Lane = 'completion' | 'chat';
 
 /** What a running job's work can be told: an engine Session, or a remote request. */
 export interface JobTarget {
-  /** Ends the work now; it rejects with Cancelled. */
-  cancel(): void;
+  /** Ends the work now; it rejects with Cancelled. An engine Session returns the tokens its
+   * running generate() had emitted (see Job.sliceStart). */
+  cancel(): number | void;
   /** Ends generation after the current token; the work resolves with what it has. */
   stop(): void;
 }
@@ -31,6 +32,9 @@ export class Job {
   abortWait: ((e: Error) => void) | undefined;
   /** Tokens counted when the cancellation was asked for (see CompletionStats). */
   tokensAtCancel: number | undefined;
+  /** The job's tokens before the engine call now running: with what that call had emitted,
+   * the exact count at a cancel, whatever has reached JS. */
+  sliceStart = 0;
 
   private cancelListeners: Array<(e: Cancelled) => void> = [];
 
@@ -60,8 +64,8 @@ export class Job {
   cancel(reason: 'cancelled' | 'superseded' = 'cancelled'): void {
     if (this.reason) return;
     this.reason = reason;
-    this.tokensAtCancel = this.tokens;
-    this.active?.cancel();
+    const emitted = this.active?.cancel();
+    this.tokensAtCancel = this.stage === 'generate' && typeof emitted === 'number' ? this.sliceStart + emitted : this.tokens;
     this.abortWait?.(new Cancelled(reason));
     for (const l of this.cancelListeners) l(new Cancelled(reason));
     this.cancelListeners = [];

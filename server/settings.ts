@@ -16,7 +16,8 @@ export const DEFAULT_SETTINGS: ServerSettings = {
     filter: true,
     fim: true,
   },
-  chat: { maxTokens: 2048, thinking: true, maxContext: 32768 },
+  // maxTokens: k3.chat.maxTokens's default (extension/settings.ts).
+  chat: { maxTokens: 4096, thinking: true, maxContext: 32768 },
   state: { maxBytes: 4 * 1024 ** 3, maxConversations: 100 },
   engine: { threads: 0, speculation: 8 },
 };

@@ -1,6 +1,7 @@
 // status.ts - what k3/status answers and k3/didChangeStatus announces: the engine's phase
-// (or the remote backend's), the load's progress, the job running now, the queue, and the
-// last completion and chat turn as measured. Notifications are coalesced: at once when the phase or the running
+// (or the remote backend's), the model (name, size, whether it chats), the load's progress,
+// the job running now, the queue, whether the workspace's state can be kept, and the last
+// completion and chat turn as measured. Notifications are coalesced: at once when the phase or the running
 // job changes, otherwise at most every NOTIFY_MS.
 import { loadAddon } from './engine/addon';
 import type { ServerCtx } from './ctx';
@@ -34,6 +35,7 @@ export class StatusReporter {
         preset: this.ctx.preset,
         queued: scheduler.queued((j) => remote.isRunning(j)),
         remote: remote.status(),
+        storage: this.ctx.store.storage(),
       };
       if (remote.problem && remote.phase !== 'ready') r.error = remote.problem;
       if (job) r.job = job;
@@ -47,20 +49,27 @@ export class StatusReporter {
       phase: host.phase === 'ready' && running ? 'busy' : host.phase,
       preset: this.ctx.preset,
       queued: scheduler.queued(),
+      storage: this.ctx.store.storage(),
     };
-    const modelPath = host.loaded?.modelPath ?? host.progress?.modelPath;
+    const modelPath = host.progress?.modelPath ?? host.loaded?.modelPath;
     if (modelPath) s.modelPath = modelPath;
+    const model = host.loadingInfo ?? host.loaded?.info;
+    if (model) s.model = { ...model };
     if (host.progress) s.load = { ...host.progress };
     if (host.problem && host.phase !== 'ready') s.error = host.problem;
     if (running) s.job = running.status(now);
     if (this.lastCompletion) s.lastCompletion = this.lastCompletion;
     if (this.lastChat) s.lastChat = this.lastChat;
+    const completion = host.loaded?.completion.session;
+    if (completion && !completion.busy && completion.checkpointLimit !== undefined) {
+      s.completionCheckpoints = { ...completion.checkpointUsage(), limit: completion.checkpointLimit };
+    }
     return s;
   }
 
   /** What makes a change worth sending at once. */
   private static shape(s: StatusResult): string {
-    return `${s.phase}|${s.job?.kind ?? ''}|${s.job?.stage ?? ''}|${s.load?.phase ?? ''}`;
+    return `${s.phase}|${s.job?.kind ?? ''}|${s.job?.stage ?? ''}|${s.load?.phase ?? ''}|${s.storage.problem?.message ?? ''}`;
   }
 
   /** Something the status shows changed. */

@@ -8,7 +8,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { repoRoot } from './support/paths';
 
-const SOURCE_DIRS = ['extension', 'server', 'webview', 'scripts', 'test', 'training', 'native/src', 'native/include', 'native/tools', 'native/tests', 'native/addon'];
+const SOURCE_DIRS = ['extension', 'server', 'webview', 'scripts', 'test', 'training', 'native/src', 'native/include', 'native/tools', 'native/tests', 'native/addon', 'native/fuzz'];
 const SOURCE_EXT = /\.(ts|mjs|js|c|h|cc|py)$/;
 const SKIP_DIRS = new Set(['node_modules', 'data', 'build']);
 // Dot folders are git-ignored work (training/.corpus holds other projects' sources, training/.runs checkpoints).

@@ -1,10 +1,12 @@
 // main.ts - the chat view's page script (runs in the sandboxed webview, not in Node). It
 // renders the state that state.ts keeps from the host's messages, and posts the user's
-// actions back as FromWebview messages. It has no access to the engine or the files; the
-// only thing it keeps itself (vscode.setState) is the unsent draft.
+// actions back as FromWebview messages. Reasoning streams in view and folds away once the
+// answer starts; a reply whose thinking never ended is shown as the answer. A reply from a
+// model not trained for chat is plain text with a label saying so. It has no access to
+// the engine or the files; the only thing it keeps itself (vscode.setState) is the draft.
 import type { ChatMessageView, FromWebview, ToWebview } from '../server/protocol';
 import { renderMarkdown } from './markdown';
-import { initialState, reduce, streamingMessageId, type PageState } from './state';
+import { initialState, reduce, shownParts, streamingMessageId, type PageState } from './state';
 
 interface VsCodeApi {
   postMessage(message: FromWebview): void;
@@ -31,6 +33,9 @@ const newButton = el('button', { id: 'new-chat', class: 'secondary', title: 'New
 const deleteButton = el('button', { id: 'delete-chat', class: 'secondary', title: 'Delete this conversation' }, 'Delete');
 bar.append(picker, newButton, deleteButton);
 const notice = el('div', { id: 'notice', role: 'status' });
+const noticeText = el('div', { class: 'notice-text' });
+const noticeActions = el('div', { class: 'notice-actions' });
+notice.append(noticeText, noticeActions);
 const messages = el('div', { id: 'messages', role: 'log', 'aria-live': 'polite', 'aria-label': 'Conversation' });
 const composer = el('div', { class: 'composer' });
 const input = el('textarea', { id: 'input', rows: '3', placeholder: 'Ask K3 (Enter sends, Shift+Enter for a new line)', 'aria-label': 'Message' });
@@ -47,21 +52,28 @@ const openReasoning = new Set<string>();
 
 function renderMessage(m: ChatMessageView): HTMLElement {
   const box = el('div', { class: `message ${m.role}`, 'data-id': m.id, 'data-state': m.state });
-  box.append(el('div', { class: 'who' }, m.role === 'user' ? 'You' : 'K3'));
-  if (m.role === 'assistant' && m.reasoning) {
+  box.append(el('div', { class: 'who' }, m.role === 'user' ? 'You' : m.completionModel ?? 'K3'));
+  const { answer, reasoning, thinking: thinkingNow } = shownParts(m);
+  if (reasoning) {
     const details = el('details', { class: 'reasoning' });
-    if (openReasoning.has(m.id)) details.open = true;
-    details.addEventListener('toggle', () => (details.open ? openReasoning.add(m.id) : openReasoning.delete(m.id)));
-    details.append(el('summary', {}, m.state === 'streaming' && !m.content ? 'Reasoning…' : 'Reasoning'));
+    if (thinkingNow || openReasoning.has(m.id)) details.open = true;
+    details.addEventListener('toggle', () => {
+      if (details.open) openReasoning.add(m.id);
+      else openReasoning.delete(m.id);
+    });
+    details.append(el('summary', {}, thinkingNow ? 'Thinking…' : 'Reasoning'));
     const body = el('div', { class: 'reasoning-body' });
-    body.innerHTML = renderMarkdown(m.reasoning);
+    body.innerHTML = renderMarkdown(reasoning);
     details.append(body);
     box.append(details);
   }
   const content = el('div', { class: 'content' });
   if (m.role === 'user') content.textContent = m.content;
-  else {
-    content.innerHTML = renderMarkdown(m.content);
+  else if (m.completionModel) {
+    content.classList.add('plain');
+    content.textContent = answer;
+  } else {
+    content.innerHTML = renderMarkdown(answer);
     for (const pre of Array.from(content.querySelectorAll('pre'))) {
       const tools = el('div', { class: 'code-tools' });
       tools.append(
@@ -72,8 +84,12 @@ function renderMessage(m: ChatMessageView): HTMLElement {
     }
   }
   box.append(content);
-  if (m.state === 'streaming' && !m.content) box.append(el('div', { class: 'pending' }, m.reasoning ? 'Thinking…' : 'Waiting for the engine…'));
+  if (m.completionModel) {
+    box.append(el('div', { class: 'note completion-model' }, `${m.completionModel} is a code-completion model, not trained for chat: this is how it continues the text, not an answer.`));
+  }
+  if (m.state === 'streaming' && !m.content && !m.reasoning) box.append(el('div', { class: 'pending' }, 'Waiting for the engine…'));
   if (m.state === 'stopped') box.append(el('div', { class: 'note' }, 'Stopped.'));
+  if (m.note) box.append(el('div', { class: 'note' }, m.note));
   if (m.state === 'error') box.append(el('div', { class: 'note error' }, m.error ?? 'The reply failed.'));
   return box;
 }
@@ -95,7 +111,10 @@ function render(): void {
   picker.disabled = state.conversations.length === 0;
   deleteButton.disabled = !current;
 
-  notice.textContent = state.availability.notice;
+  noticeText.textContent = state.availability.notice;
+  noticeActions.replaceChildren(
+    ...state.availability.actions.map((a) => el('button', { class: 'secondary', 'data-notice-action': a.action }, a.title)),
+  );
   notice.hidden = state.availability.notice === '';
   messages.replaceChildren(...(current?.messages ?? []).map(renderMessage));
   if (!current || current.messages.length === 0) {
@@ -146,6 +165,10 @@ input.addEventListener('input', () => vscodeApi.setState({ draft: input.value })
 send.addEventListener('click', submit);
 stop.addEventListener('click', () => state.current && post({ type: 'stop', conversationId: state.current.id }));
 newButton.addEventListener('click', () => post({ type: 'newChat' }));
+noticeActions.addEventListener('click', (e) => {
+  const action = (e.target as HTMLElement).closest('button')?.getAttribute('data-notice-action');
+  if (action === 'choose-model-folder' || action === 'open-remote-settings') post({ type: 'action', action });
+});
 deleteButton.addEventListener('click', () => state.current && post({ type: 'deleteConversation', conversationId: state.current.id }));
 picker.addEventListener('change', () => {
   if (picker.value) post({ type: 'openConversation', conversationId: picker.value });

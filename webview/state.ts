@@ -1,7 +1,7 @@
 // state.ts - the chat page's state and the one function that changes it: every message the
 // host sends (ToWebview) goes through reduce(), an exhaustive switch. Pure, so unit tests
 // check it without a DOM; main.ts renders the result.
-import type { ChatAvailabilityView, ConversationSummaryView, ConversationView, ToWebview } from '../server/protocol';
+import type { ChatAvailabilityView, ChatMessageView, ConversationSummaryView, ConversationView, ToWebview } from '../server/protocol';
 
 export interface PageState {
   conversations: ConversationSummaryView[];
@@ -12,12 +12,22 @@ export interface PageState {
 }
 
 export function initialState(): PageState {
-  return { conversations: [], current: null, availability: { canSend: false, notice: 'Connecting to K3…' }, focusRequests: 0 };
+  return { conversations: [], current: null, availability: { canSend: false, notice: 'Connecting to K3…', actions: [] }, focusRequests: 0 };
 }
 
 /** The message that is still streaming in the open conversation, if any. */
 export function streamingMessageId(state: PageState): string | undefined {
   return state.current?.messages.find((m) => m.state === 'streaming')?.id;
+}
+
+/** What a message shows: its answer, the reasoning to fold away (only once the model
+ * closed it: while it streams with no answer yet, it is shown open as `thinking`; a
+ * finished reply that never left its thinking shows that text as the answer). */
+export function shownParts(m: ChatMessageView): { answer: string; reasoning: string; thinking: boolean } {
+  if (m.role !== 'assistant') return { answer: m.content, reasoning: '', thinking: false };
+  const thinking = m.state === 'streaming' && m.content === '' && m.reasoning !== '';
+  if (m.content === '' && !thinking) return { answer: m.reasoning, reasoning: '', thinking: false };
+  return { answer: m.content, reasoning: m.reasoning, thinking };
 }
 
 export function reduce(state: PageState, msg: ToWebview): PageState {

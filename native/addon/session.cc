@@ -362,6 +362,10 @@ class Session : public Napi::ObjectWrap<Session> {
     // JS thread, when a job's call has returned.
     void Finish() { busy_ = false; }
 
+    // Counts a token before JS can see it, so cancel() can say how many the running call
+    // had emitted when it was asked.
+    void CountToken() { emitted_.fetch_add(1); }
+
     // The token callback's answer: nonzero stops generation after this token.
     bool StopRequested() const { return stop_.load(); }
 
@@ -387,6 +391,7 @@ class Session : public Napi::ObjectWrap<Session> {
         std::lock_guard<std::mutex> lock(mu_);
         cancelRequested_ = false;
         stop_ = false;
+        emitted_ = 0;
         busy_ = true;
         return true;
     }
@@ -420,7 +425,9 @@ class Session : public Napi::ObjectWrap<Session> {
     }
 
     // cancel(): the running call (prefill or generation) stops at the engine's next check,
-    // within one forward pass, and its promise rejects with code "cancelled".
+    // within one forward pass, and its promise rejects with code "cancelled". Returns the
+    // tokens the running generation had emitted at that moment (0 for other calls): what
+    // reached JS may lag behind, as tokens travel through a thread-safe function.
     Napi::Value Cancel(const Napi::CallbackInfo &info) {
         std::lock_guard<std::mutex> lock(mu_);
         if (busy_) {
@@ -429,7 +436,7 @@ class Session : public Napi::ObjectWrap<Session> {
             if (inCall_)
                 k3_cancel(ctx_);
         }
-        return info.Env().Undefined();
+        return Napi::Number::New(info.Env(), static_cast<double>(emitted_.load()));
     }
 
     Napi::Value Close(const Napi::CallbackInfo &info) {
@@ -496,6 +503,7 @@ class Session : public Napi::ObjectWrap<Session> {
     bool inCall_ = false;
     bool cancelRequested_ = false;
     std::atomic<bool> stop_{false};
+    std::atomic<int> emitted_{0}; // tokens the running generation emitted (reset per call)
 };
 
 Job::Job(Napi::Object receiver, Session *session)
@@ -634,6 +642,7 @@ class GenerateJob : public Job {
   private:
     static int OnToken(void *user, int32_t id) {
         auto *job = static_cast<GenerateJob *>(user);
+        job->session_->CountToken();
         std::shared_ptr<TokenQueue> q = job->queue_;
         bool queueCall = false;
         {

@@ -172,7 +172,7 @@ int k3_model_layer_count(const k3_model *model);
 typedef struct k3_context_params {
     int max_context; /* positions the sequence may reach; sizes the MLA cache (default 4096) */
     int n_threads;   /* worker threads, >= 1 (default 1) */
-    int batch;       /* tokens per forward pass when decoding many (default 32) */
+    int batch;       /* tokens per forward pass when decoding many (default 128) */
 } k3_context_params;
 
 void k3_context_params_default(k3_context_params *params);
@@ -342,9 +342,17 @@ void k3_context_observe(k3_context *ctx, k3_activation_fn fn, void *user);
 /* Process-wide counters since the process started, for benchmarks. */
 typedef struct k3_counters {
     uint64_t weight_bytes_read; /* weight bytes the matrix kernels streamed */
+    uint64_t multiply_adds;     /* multiply-adds of the products: matrices, MLA attention scores
+                                   and sums, KDA state updates (2 FLOPs each) */
 } k3_counters;
 
 void k3_counters_get(k3_counters *out);
+
+/* This machine's f32 multiply-add peak in FLOP/s for the kernels the engine runs (a
+ * register-resident loop of their instruction set) on n_threads threads at once, best of
+ * three runs of about `seconds`; *kernels (may be NULL) receives their name: "avx512",
+ * "avx2" or "scalar". For benchmarks: achieved FLOP/s over this is a share of peak. */
+double k3_fma_peak(int n_threads, double seconds, const char **kernels);
 
 /* Asks the call running on ctx (in another thread) to stop at its next check. It is aimed
  * at that call only: when no cancellable call (k3_decode, k3_sync, k3_generate) is running

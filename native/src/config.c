@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include "json.h"
+#include "kernels.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,7 +18,11 @@ typedef struct reader {
     const char *prefix; /* "", "text_config.", "text_config.linear_attn_config.", ... */
     const char *file;
     k3_error *err;
+    k3_config *cfg; /* where defaults taken are recorded; NULL where keys have none */
 } reader;
+
+/* The reference config class, named in messages about defaults. */
+#define REFERENCE_CLASS "KimiLinearConfig"
 
 static k3_status bad(const reader *r, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -73,7 +78,7 @@ static k3_status read_int(const reader *r, const char *key, int64_t lo, int64_t 
     if (!v || json_is_null(v)) {
         if (optional)
             return K3_OK;
-        return bad(r, key, v ? "is null, expected an integer" : "is missing");
+        return bad(r, key, v ? "is null, expected an integer" : "is missing (" REFERENCE_CLASS " has no default for it)");
     }
     if (!json_is_integral(v))
         return bad(r, key, "is %s, expected an integer", show(v, buf, sizeof buf));
@@ -109,7 +114,7 @@ static k3_status read_number(const reader *r, const char *key, bool null_ok, dou
     if (is_null)
         *is_null = false;
     if (!v)
-        return bad(r, key, "is missing");
+        return bad(r, key, "is missing (" REFERENCE_CLASS " has no default for it)");
     if (json_is_null(v) && null_ok) {
         *is_null = true;
         return K3_OK;
@@ -161,6 +166,47 @@ static k3_status read_only_string(const reader *r, const char *key, bool optiona
     return K3_OK;
 }
 
+/* ---- defaults of the reference class -------------------------------------------------------- */
+
+/* Records that `key` was absent and took the reference class's default `value`. */
+static void took_default(const reader *r, const char *key, const char *value) {
+    if (!r->cfg)
+        return;
+    char *d = r->cfg->defaults;
+    const size_t n = strlen(d);
+    snprintf(d + n, sizeof r->cfg->defaults - n, "%s%s%s %s", n ? ", " : "", r->prefix, key, value);
+}
+
+static bool absent(const reader *r, const char *key) { return json_get(r->obj, key) == NULL; }
+
+/* An integer in [lo, hi], the reference default when absent (or null). */
+static k3_status opt_int(const reader *r, const char *key, int64_t lo, int64_t hi, int dflt, int *out) {
+    const bool missing = absent(r, key);
+    const k3_status st = read_int(r, key, lo, hi, true, dflt, out, NULL);
+    if (st == K3_OK && missing) {
+        char v[24];
+        snprintf(v, sizeof v, "%d", dflt);
+        took_default(r, key, v);
+    }
+    return st;
+}
+
+static k3_status opt_bool(const reader *r, const char *key, bool dflt, bool *out) {
+    if (absent(r, key))
+        took_default(r, key, dflt ? "true" : "false");
+    return read_bool(r, key, true, dflt, out);
+}
+
+/* A positive number, the reference default (spelled `shown`) when absent. */
+static k3_status opt_positive(const reader *r, const char *key, float dflt, const char *shown, float *out) {
+    if (absent(r, key)) {
+        *out = dflt;
+        took_default(r, key, shown);
+        return K3_OK;
+    }
+    return read_positive(r, key, false, out);
+}
+
 /* ---- layer lists ---------------------------------------------------------------------- */
 
 enum { OWNER_NONE = 0, OWNER_KDA = 1, OWNER_MLA = 2 };
@@ -202,20 +248,28 @@ static k3_status read_layer_list(const reader *r, const char *key, const char *o
 static k3_status read_trunk(const reader *t, k3_config *c) {
     k3_status st;
     bool present;
-    if ((st = req_dim(t, "hidden_size", &c->hidden_size)) ||
-        (st = req_int(t, "num_hidden_layers", 1, K3_CONFIG_MAX_LAYERS, &c->num_hidden_layers)) ||
-        (st = req_dim(t, "vocab_size", &c->vocab_size)) ||
-        (st = read_positive(t, "rms_norm_eps", false, &c->rms_norm_eps)))
+    if ((st = opt_int(t, "hidden_size", 1, K3_CONFIG_MAX_DIM, 4096, &c->hidden_size)) ||
+        (st = opt_int(t, "num_hidden_layers", 1, K3_CONFIG_MAX_LAYERS, 32, &c->num_hidden_layers)) ||
+        (st = opt_int(t, "vocab_size", 1, K3_CONFIG_MAX_DIM, 163840, &c->vocab_size)) ||
+        (st = opt_positive(t, "rms_norm_eps", 1e-6f, "1e-06", &c->rms_norm_eps)))
         return st;
     if (!(c->rms_norm_eps < 1))
         return bad(t, "rms_norm_eps", "is %g, expected a small positive number", c->rms_norm_eps);
+    if (absent(t, "hidden_act"))
+        return bad(t, "hidden_act", "is missing, so 'silu' (the " REFERENCE_CLASS " default), which this engine does not "
+                   "support (only 'situ')");
     if ((st = read_only_string(t, "hidden_act", false, "situ")) ||
-        (st = read_positive(t, "activation_situ_beta", false, &c->situ_beta)) ||
-        (st = read_positive(t, "activation_situ_linear_beta", true, &c->situ_linear_beta)))
+        (st = read_positive(t, "activation_situ_beta", false, &c->situ_beta)))
         return st;
+    if (absent(t, "activation_situ_linear_beta"))
+        took_default(t, "activation_situ_linear_beta", "null");
+    else if ((st = read_positive(t, "activation_situ_linear_beta", true, &c->situ_linear_beta)))
+        return st;
+    if (absent(t, "attn_res_block_size"))
+        took_default(t, "attn_res_block_size", "null");
     st = read_int(t, "attn_res_block_size", 1, c->num_hidden_layers, true, 0,
                   &c->attn_res_block_size, &present);
-    if (st)
+    if (st || (st = opt_int(t, "num_nextn_predict_layers", 0, K3_CONFIG_MAX_LAYERS, 0, &c->num_nextn_predict_layers)))
         return st;
     c->n_attn_res_blocks = present ? (c->num_hidden_layers + c->attn_res_block_size - 1) /
                                          c->attn_res_block_size
@@ -226,16 +280,16 @@ static k3_status read_trunk(const reader *t, k3_config *c) {
 static k3_status read_moe(const reader *t, k3_config *c) {
     k3_status st;
     const int L = c->num_hidden_layers;
-    if ((st = req_dim(t, "intermediate_size", &c->intermediate_size)) ||
-        (st = req_int(t, "first_k_dense_replace", 0, L, &c->first_k_dense_replace)) ||
-        (st = req_int(t, "moe_layer_freq", 1, L, &c->moe_layer_freq)) ||
+    if ((st = opt_int(t, "intermediate_size", 1, K3_CONFIG_MAX_DIM, 11008, &c->intermediate_size)) ||
+        (st = opt_int(t, "first_k_dense_replace", 0, L, 0, &c->first_k_dense_replace)) ||
+        (st = opt_int(t, "moe_layer_freq", 1, L, 1, &c->moe_layer_freq)) ||
         (st = req_dim(t, "num_experts", &c->num_experts)) ||
         (st = req_dim(t, "num_experts_per_token", &c->num_experts_per_token)))
         return st;
     if (c->num_experts_per_token > c->num_experts)
         return bad(t, "num_experts_per_token", "is %d, more than num_experts (%d)",
                    c->num_experts_per_token, c->num_experts);
-    if ((st = req_int(t, "num_shared_experts", 0, 1024, &c->num_shared_experts)) ||
+    if ((st = opt_int(t, "num_shared_experts", 0, 1024, 0, &c->num_shared_experts)) ||
         (st = req_dim(t, "moe_intermediate_size", &c->moe_intermediate_size)))
         return st;
     const json_value *latent = json_get(t->obj, "routed_expert_hidden_size");
@@ -244,13 +298,13 @@ static k3_status read_moe(const reader *t, k3_config *c) {
                    "is null (routed experts at full width, no latent projection), which this "
                    "engine does not support");
     if ((st = req_dim(t, "routed_expert_hidden_size", &c->routed_expert_hidden_size)) ||
-        (st = read_bool(t, "latent_moe_use_norm", false, false, &c->latent_moe_use_norm)) ||
-        (st = read_only_string(t, "moe_router_activation_func", false, "sigmoid")) ||
-        (st = read_bool(t, "moe_renormalize", false, false, &c->moe_renormalize)) ||
-        (st = read_positive(t, "routed_scaling_factor", false, &c->routed_scaling_factor)) ||
+        (st = opt_bool(t, "latent_moe_use_norm", false, &c->latent_moe_use_norm)) ||
+        (st = read_only_string(t, "moe_router_activation_func", true, "sigmoid")) ||
+        (st = opt_bool(t, "moe_renormalize", true, &c->moe_renormalize)) ||
+        (st = opt_positive(t, "routed_scaling_factor", 1.0f, "1.0", &c->routed_scaling_factor)) ||
         (st = read_only_string(t, "topk_method", true, "noaux_tc")) ||
-        (st = read_int(t, "num_expert_group", 1, K3_CONFIG_MAX_DIM, true, 1, &c->num_expert_group, NULL)) ||
-        (st = read_int(t, "topk_group", 1, K3_CONFIG_MAX_DIM, true, 1, &c->topk_group, NULL)))
+        (st = opt_int(t, "num_expert_group", 1, K3_CONFIG_MAX_DIM, 1, &c->num_expert_group)) ||
+        (st = opt_int(t, "topk_group", 1, K3_CONFIG_MAX_DIM, 1, &c->topk_group)))
         return st;
     if (c->num_expert_group > 1 && c->num_expert_group > c->topk_group)
         return bad(t, "num_expert_group",
@@ -268,8 +322,12 @@ static k3_status read_moe(const reader *t, k3_config *c) {
 static k3_status read_mla(const reader *t, k3_config *c) {
     k3_status st;
     bool nope;
-    if ((st = req_dim(t, "num_attention_heads", &c->num_attention_heads)) ||
-        (st = req_int(t, "num_key_value_heads", 1, c->num_attention_heads, &c->num_key_value_heads)))
+    if ((st = opt_int(t, "num_attention_heads", 1, K3_CONFIG_MAX_DIM, 32, &c->num_attention_heads)))
+        return st;
+    if (absent(t, "num_key_value_heads"))
+        took_default(t, "num_key_value_heads", "= num_attention_heads");
+    if ((st = read_int(t, "num_key_value_heads", 1, c->num_attention_heads, true, c->num_attention_heads,
+                       &c->num_key_value_heads, NULL)))
         return st;
     if (c->num_attention_heads % c->num_key_value_heads != 0)
         return bad(t, "num_key_value_heads", "is %d, which does not divide num_attention_heads (%d)",
@@ -286,12 +344,13 @@ static k3_status read_mla(const reader *t, k3_config *c) {
         return st;
     if (!json_get(t->obj, "mla_use_nope"))
         return bad(t, "mla_use_nope",
-                   "is missing: this engine implements only NoPE MLA (no RoPE) and needs it true");
+                   "is missing, so false (the " REFERENCE_CLASS " default): this engine implements only NoPE MLA (no "
+                   "RoPE) and needs it true");
     if ((st = read_bool(t, "mla_use_nope", false, false, &nope)))
         return st;
     if (!nope)
         return bad(t, "mla_use_nope", "is false (RoPE attention), which this engine does not support");
-    if ((st = read_bool(t, "mla_use_output_gate", true, false, &c->mla_use_output_gate)))
+    if ((st = opt_bool(t, "mla_use_output_gate", false, &c->mla_use_output_gate)))
         return st;
     c->mla_qk_head_dim = c->qk_nope_head_dim + c->qk_rope_head_dim;
     int64_t q_width = (int64_t)c->num_attention_heads * (c->mla_qk_head_dim + c->v_head_dim);
@@ -310,7 +369,7 @@ static k3_status read_kda(const reader *t, k3_config *c, char *prefix_buf, size_
     if (json_type(lin) != JSON_OBJECT)
         return bad(t, "linear_attn_config", "is %s, expected an object", show(lin, buf, sizeof buf));
     snprintf(prefix_buf, prefix_size, "%slinear_attn_config.", t->prefix);
-    const reader r = {lin, prefix_buf, t->file, t->err};
+    const reader r = {lin, prefix_buf, t->file, t->err, NULL};
     k3_status st;
     bool full_rank;
     if ((st = req_dim(&r, "num_heads", &c->kda_num_heads)) ||
@@ -377,7 +436,7 @@ static k3_status read_quant(const reader *t, const reader *top, k3_config *c, ch
     if (json_type(q) != JSON_OBJECT)
         return bad(where, "quantization_config", "is %s, expected an object", show(q, buf, sizeof buf));
     snprintf(prefix_buf, prefix_size, "%squantization_config.", where->prefix);
-    const reader r = {q, prefix_buf, t->file, t->err};
+    const reader r = {q, prefix_buf, t->file, t->err, NULL};
     k3_status st;
     if ((st = read_only_string(&r, "quant_method", false, "compressed-tensors")) ||
         (st = read_only_string(&r, "format", true, "mxfp4-pack-quantized")))
@@ -392,7 +451,7 @@ static k3_status read_quant(const reader *t, const reader *top, k3_config *c, ch
         if (json_type(g) != JSON_OBJECT)
             return error_set(t->err, K3_ERR_CONFIG, "%s: %.*s is %s, expected an object", t->file,
                              (int)strlen(gbuf) - 1, gbuf, show(g, buf, sizeof buf));
-        const reader gr = {g, gbuf, t->file, t->err};
+        const reader gr = {g, gbuf, t->file, t->err, NULL};
         if ((st = read_only_string(&gr, "format", true, "mxfp4-pack-quantized")))
             return st;
         said_mxfp4 |= json_get(g, "format") != NULL;
@@ -403,7 +462,7 @@ static k3_status read_quant(const reader *t, const reader *top, k3_config *c, ch
             return bad(&gr, "weights", "is %s, expected an object", show(w, buf, sizeof buf));
         char wbuf[352];
         snprintf(wbuf, sizeof wbuf, "%sweights.", gbuf);
-        const reader wr = {w, wbuf, t->file, t->err};
+        const reader wr = {w, wbuf, t->file, t->err, NULL};
         int bits, group;
         if ((st = read_int(&wr, "num_bits", 4, 4, true, 4, &bits, NULL)) ||
             (st = read_int(&wr, "group_size", 32, 32, true, 32, &group, NULL)) ||
@@ -424,6 +483,12 @@ static k3_status read_quant(const reader *t, const reader *top, k3_config *c, ch
         return bad(t, "moe_intermediate_size",
                    "is %d, not a multiple of 32: the MXFP4 experts' w2 columns come in groups of 32",
                    c->moe_intermediate_size);
+    if (c->routed_expert_hidden_size > KERNELS_MXFP4_MAX_COLS)
+        return bad(t, "routed_expert_hidden_size", "is %d: the MXFP4 kernels take at most %d columns",
+                   c->routed_expert_hidden_size, KERNELS_MXFP4_MAX_COLS);
+    if (c->moe_intermediate_size > KERNELS_MXFP4_MAX_COLS)
+        return bad(t, "moe_intermediate_size", "is %d: the MXFP4 kernels take at most %d columns",
+                   c->moe_intermediate_size, KERNELS_MXFP4_MAX_COLS);
     return K3_OK;
 }
 
@@ -491,7 +556,7 @@ static void derive_layers(k3_config *c) {
 static k3_status config_from_doc(const json_doc *doc, const char *name, k3_config *out,
                                  k3_error *err) {
     const json_value *root = json_root(doc);
-    const reader top = {root, "", name, err};
+    const reader top = {root, "", name, err, out};
     const json_value *text_config = json_get(root, "text_config");
     reader t = top;
     char lin_prefix[96], quant_prefix[96], buf[96];

@@ -10,8 +10,27 @@
  * comment says otherwise; messages name keys as "text_config.q_lora_rank" or
  * "linear_attn_config.kda_layers" so the user can find them.
  *
- * Required keys: everything without a stated default. Keys the engine ignores:
- * num_nextn_predict_layers, head_dim (unused by K3), max_position_embeddings, rope_*,
+ * Defaults: a key that is absent takes the default of the reference config class,
+ * KimiLinearConfig (configuration_kimi_k3.py of the release), exactly as Hugging Face would
+ * read the file: vocab_size 163840, hidden_size 4096, intermediate_size 11008,
+ * num_hidden_layers 32, num_attention_heads 32, num_key_value_heads = num_attention_heads,
+ * hidden_act "silu", rms_norm_eps 1e-6, moe_renormalize true, moe_router_activation_func
+ * "sigmoid", num_shared_experts 0, routed_scaling_factor 1.0, first_k_dense_replace 0,
+ * moe_layer_freq 1, num_expert_group 1, topk_group 1, topk_method "noaux_tc",
+ * mla_use_nope false, mla_use_output_gate false, latent_moe_use_norm false,
+ * attn_res_block_size null, activation_situ_linear_beta null, num_nextn_predict_layers 0.
+ * Each one taken is listed in k3_config.defaults, and weights.c then requires the
+ * checkpoint's tensors to match the config exactly (none missing, none unused), naming the
+ * tensor and those defaults when they do not: a default that switches a feature off while
+ * the checkpoint carries its weights is refused, not run without them.
+ * Required keys, whose class default is null (a feature this engine does not run without)
+ * or absent: q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim,
+ * num_experts, num_experts_per_token, moe_intermediate_size, routed_expert_hidden_size,
+ * activation_situ_beta, linear_attn_config and its num_heads, head_dim,
+ * short_conv_kernel_size, kda_layers, full_attn_layers; and eos_token_id, whose class
+ * default (2) is an ordinary token of the release's vocabulary, so stopping there would be
+ * wrong. bos_token_id and pad_token_id do not affect the engine: -1 when absent. Keys the
+ * engine ignores: head_dim (unused by K3), max_position_embeddings, rope_*,
  * use_grouped_topk, dtype, vision_config, model_type and anything else not named here.
  *
  * Refused (K3_ERR_CONFIG, by name): hidden_act other than "situ"; q_lora_rank null
@@ -63,6 +82,8 @@ typedef struct k3_config {
     float situ_beta;        /* activation_situ_beta: b1 > 0 */
     float situ_linear_beta; /* activation_situ_linear_beta: b2 > 0, or 0 when null: no cap, the up branch is u */
     int attn_res_block_size; /* layers per AttnRes block; 0 when null or absent: plain residual */
+    int num_nextn_predict_layers; /* multi-token-prediction layers after the L layers: their
+                                     tensors (model.layers.L ...) are allowed and left unused */
     int eos_token_ids[K3_CONFIG_MAX_EOS]; /* eos_token_id, a number or a list; each < vocab_size */
     int n_eos_token_ids;                   /* >= 1 */
     int bos_token_id; /* -1 when absent or null */
@@ -117,6 +138,10 @@ typedef struct k3_config {
     int kda_dim;             /* kda_num_heads * kda_head_dim */
     int shared_expert_width; /* moe_intermediate_size * num_shared_experts (0: no shared MLP) */
     int n_attn_res_blocks;   /* ceil(L / attn_res_block_size); 0 when plain residual */
+
+    /* Keys absent from config.json and the defaults they took, for messages:
+     * "text_config.moe_layer_freq 1, text_config.mla_use_output_gate false"; "" when none. */
+    char defaults[768];
 } k3_config;
 
 /* Reads and validates config.json at `path` into *out (fully overwritten). Errors:

@@ -36,7 +36,8 @@ struct k3_context {
     int length;
     int32_t next;    /* greedy token after the last decoded position; -1 when empty */
     float *scratch;  /* (forward_scratch_floats(batch)) */
-    float *logits;   /* (batch, vocab) staging for positions whose logits the caller did not ask for */
+    float *logits;   /* (forward_logit_rows(batch), vocab) staging for positions whose logits the caller
+                        did not ask for */
     /* (vocab) the logits after the last decoded position, which token healing constrains;
      * valid only when last_logits_valid (not after a saved state is loaded: the format
      * does not carry them). */

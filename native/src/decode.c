@@ -13,7 +13,7 @@
 void k3_context_params_default(k3_context_params *p) {
     p->max_context = 4096;
     p->n_threads = 1;
-    p->batch = 32;
+    p->batch = FORWARD_DEFAULT_BATCH;
 }
 
 static void *alloc_floats(long n) {
@@ -57,15 +57,15 @@ k3_status k3_context_open(k3_model *km, const k3_context_params *params, k3_cont
     c->state.kda = alloc_floats(kda);
     c->state.mla = alloc_floats(mla);
     c->scratch = alloc_floats(scratch);
-    c->logits = alloc_floats((long)p.batch * m->vocab);
+    c->logits = alloc_floats((long)forward_logit_rows(p.batch) * m->vocab);
     c->last_logits = alloc_floats(m->vocab);
     c->tokens = calloc((size_t)p.max_context, sizeof(int32_t));
     if (!c->state.kda || !c->state.mla || !c->scratch || !c->logits || !c->last_logits || !c->tokens) {
         error_set(&err, K3_ERR_OUT_OF_MEMORY,
                   "context for %d positions: out of memory allocating %.1f MB (KDA state %.1f MB, MLA cache %.1f MB, "
                   "scratch %.1f MB, logits %.1f MB)",
-                  p.max_context, (kda + mla + scratch + (long)(p.batch + 1) * m->vocab) * 4e-6, kda * 4e-6, mla * 4e-6,
-                  scratch * 4e-6, (long)(p.batch + 1) * m->vocab * 4e-6);
+                  p.max_context, (kda + mla + scratch + (long)(forward_logit_rows(p.batch) + 1) * m->vocab) * 4e-6,
+                  kda * 4e-6, mla * 4e-6, scratch * 4e-6, (long)(forward_logit_rows(p.batch) + 1) * m->vocab * 4e-6);
         k3_context_close(c);
         error_copy_detail(&err, detail, detail_size);
         return err.status;
@@ -134,6 +134,14 @@ int context_cancel_requested(k3_context *c) {
 
 void k3_counters_get(k3_counters *out) {
     out->weight_bytes_read = kernels_weight_bytes_read();
+    out->multiply_adds = kernels_multiply_adds();
+}
+
+double k3_fma_peak(int n_threads, double seconds, const char **kernels) {
+    const kernels_impl *impl = kernels_best();
+    if (kernels)
+        *kernels = impl->name;
+    return kernels_fma_peak(impl, n_threads, seconds);
 }
 
 void k3_cancel(k3_context *c) {
@@ -156,17 +164,20 @@ k3_status context_decode(k3_context *c, const int32_t *ids, int n, float *logits
         return error_set(&c->err, K3_ERR_CONTEXT_FULL,
                          "the sequence would reach %d tokens (%d held + %d new), past the context of %d positions",
                          c->length + n, c->length, n, c->params.max_context);
-    const int batch = c->params.batch;
+    const int batch = c->params.batch, logit_rows = forward_logit_rows(batch);
     const int first_logit = n - n_logits; /* first position whose logits the caller wants */
     for (int done = 0; done < n;) {
         if (context_cancel_requested(c))
             return error_set(&c->err, K3_ERR_CANCELLED, "cancelled after %d of %d tokens", done, n);
-        const int nb = n - done < batch ? n - done : batch;
+        int nb = n - done < batch ? n - done : batch;
         /* Rows to compute: every one for argmax, the wanted ones, and always the very last
-         * (its argmax is the context's next token). */
+         * (its argmax is the context's next token). A pass computes at most logit_rows of
+         * them, so one wanting many ends early: pass sizes never change a bit. */
         int first_out = argmax ? 0 : first_logit - done;
         if (first_out < 0)
             first_out = 0;
+        if (first_out < nb && nb - first_out > logit_rows)
+            nb = first_out + logit_rows;
         if (done + nb == n && first_out > nb - 1)
             first_out = nb - 1;
         const int have_rows = first_out < nb;

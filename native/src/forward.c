@@ -82,22 +82,17 @@ static void observe(const forward_state *st, const model_layer *ly, k3_site site
 /* out = mix of the candidates v[0..count) (each (d)) with the query vector w. */
 static void res_mix(const float *const *v, int count, const float *w, int d, float eps, float *score, float *out) {
     for (int i = 0; i < count; i++) {
-        double ss = 0.0;
-        for (int j = 0; j < d; j++)
-            ss += (double)v[i][j] * v[i][j];
-        const double inv = 1.0 / sqrt(ss / d + eps);
-        double s = 0.0;
-        for (int j = 0; j < d; j++)
-            s += (double)(float)(v[i][j] * inv) * w[j];
-        score[i] = (float)s;
+        const double inv = 1.0 / sqrt(ops_sum_squares(v[i], d) / d + eps);
+        score[i] = (float)ops_scaled_dot(v[i], inv, w, d);
     }
     ops_softmax(score, count);
-    for (int j = 0; j < d; j++) {
-        float acc = 0.0f;
-        for (int i = 0; i < count; i++)
-            acc += score[i] * v[i][j];
-        out[j] = acc;
-    }
+    /* Candidates outer, so the inner loop runs along d in vectors; each out[j] still sums
+     * the candidates in order. */
+    for (int j = 0; j < d; j++)
+        out[j] = 0.0f;
+    for (int i = 0; i < count; i++)
+        for (int j = 0; j < d; j++)
+            out[j] += score[i] * v[i][j];
 }
 
 typedef struct {

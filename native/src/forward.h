@@ -20,6 +20,20 @@ typedef struct forward_state {
 long forward_kda_state_floats(const model *m);
 long forward_mla_cache_floats(const model *m, int capacity);
 
+/* Tokens per forward pass unless the caller says otherwise: enough that a batch routes
+ * several tokens to each expert (medium: 128 x top-8 over 256 experts, 4 each), so an
+ * expert's weights are decoded once for all of them. */
+#define FORWARD_DEFAULT_BATCH 128
+
+/* The most positions one pass computes logits for (vocab floats each): a prefill pass
+ * needs one; a context cuts a pass wanting more (teacher forcing, verification) to this
+ * many, so the staging buffer does not grow with the batch. */
+#define FORWARD_MAX_LOGIT_ROWS 32
+
+static inline int forward_logit_rows(int batch) {
+    return batch < FORWARD_MAX_LOGIT_ROWS ? batch : FORWARD_MAX_LOGIT_ROWS;
+}
+
 /* Scratch floats forward_run needs for batches of up to `batch` tokens. */
 long forward_scratch_floats(const model *m, int batch, int capacity);
 

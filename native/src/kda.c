@@ -1,5 +1,6 @@
 /* kda.c - one KDA layer over a batch of tokens (see kda.h and docs: k3-architecture §3.4).
- * Projections are batched matmuls; the conv and the recurrence run token by token. */
+ * Projections are batched matmuls, gates and activations element-wise over the batch; the
+ * conv and each head's recurrence run token by token in order, heads independently. */
 #include "kda.h"
 
 #include <math.h>
@@ -15,7 +16,7 @@ long kda_state_floats(const kda_dims *dm) {
 
 long kda_scratch_floats(const kda_dims *dm, int n) {
     const long p = (long)dm->heads * dm->head_dim;
-    return (long)n * (6 * p + dm->gate_rank + dm->heads) + p + dm->head_dim;
+    return (long)n * (6 * p + dm->gate_rank + dm->heads) + 2 * p;
 }
 
 /* Causal depthwise conv of one token's projection u (P) with the carried pre-conv history
@@ -27,8 +28,9 @@ static void short_conv(const float *taps, float *hist, int k, int p, const float
         for (int j = 0; j < k - 1; j++)
             acc += w[j] * hist[(long)j * p + c];
         acc += w[k - 1] * u[c];
-        y[c] = ops_silu(acc);
+        y[c] = acc;
     }
+    ops_silu_n(y, p);
     if (k > 1) {
         memmove(hist, hist + p, sizeof(float) * (size_t)(k - 2) * p);
         memcpy(hist + (long)(k - 2) * p, u, sizeof(float) * p);
@@ -38,7 +40,7 @@ static void short_conv(const float *taps, float *hist, int k, int p, const float
 /* One key row of a head's state (d values): decay it by alpha, then add it times k_i into
  * u. restrict spares the overlap test the compiler otherwise runs before each vector loop;
  * the operations stay element-wise, so the rounding is that of the scalar loop. */
-static void row_decay_read(float *restrict row, int d, float alpha, float k_i, float *restrict u) {
+static inline void row_decay_read(float *restrict row, int d, float alpha, float k_i, float *restrict u) {
     for (int j = 0; j < d; j++) {
         row[j] *= alpha;
         u[j] += row[j] * k_i;
@@ -46,13 +48,67 @@ static void row_decay_read(float *restrict row, int d, float alpha, float k_i, f
 }
 
 /* The delta write of one key row, row += bk * delta, then row times q_i added into o. */
-static void row_write_read(float *restrict row, int d, float bk, const float *restrict delta, float q_i,
-                           float *restrict o) {
+static inline void row_write_read(float *restrict row, int d, float bk, const float *restrict delta, float q_i,
+                                  float *restrict o) {
     for (int j = 0; j < d; j++) {
         row[j] += bk * delta[j];
         o[j] += row[j] * q_i;
     }
 }
+
+/* What one head's recurrence reads and writes for a batch. Rows of q, k, v, decay and o
+ * are (n, P) with the head's D columns at h * D; beta is (n, H), already a sigmoid. */
+typedef struct {
+    const kda_dims *dm;
+    const kda_weights *w;
+    float *state;              /* the layer's S (H, D, D) */
+    float *q, *k;              /* post-conv q and k, normalised here in place */
+    const float *v, *decay, *beta;
+    float *o;
+    float *u;                  /* (H, D) one row of scratch per head */
+    int n;
+} heads_job;
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* The state's rows in 16 (AVX-512) or 8 (AVX2) lanes; element-wise either way, so the bits
+ * do not depend on the clone. */
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#endif
+static void run_heads(void *arg, int h0, int h1) {
+    const heads_job *j = arg;
+    const int H = j->dm->heads, D = j->dm->head_dim, P = H * D;
+    const float q_scale = 1.0f / sqrtf((float)D);
+    for (int h = h0; h < h1; h++) {
+        float *Sh = j->state + (long)h * D * D, *u = j->u + (long)h * D;
+        /* Tokens in order within the head: the head's state stays in cache for the batch. */
+        for (int t = 0; t < j->n; t++) {
+            const long at = (long)t * P + (long)h * D;
+            float *q = j->q + at, *k = j->k + at, *oh = j->o + at;
+            const float *v = j->v + at, *decay = j->decay + at;
+            const float bt = j->beta[(long)t * H + h];
+            ops_l2norm(q, D, 1e-6f, q_scale);
+            ops_l2norm(k, D, 1e-6f, 1.0f);
+            /* Two passes over the state, each key row once: decay it and add it into
+             * u = S^T k; then the delta write and the read o = S^T q of the updated row.
+             * Each u[j] and o[j] still sums over rows in key order. */
+            for (int c = 0; c < D; c++)
+                u[c] = oh[c] = 0.0f;
+            for (int i = 0; i < D; i++)
+                row_decay_read(Sh + (long)i * D, D, decay[i], k[i], u);
+            for (int c = 0; c < D; c++)
+                u[c] = v[c] - u[c];
+            for (int i = 0; i < D; i++)
+                row_write_read(Sh + (long)i * D, D, bt * k[i], u, q[i], oh);
+            /* The head-wise RMSNorm. */
+            ops_rmsnorm(oh, j->w->o_norm, D, j->dm->norm_eps, oh);
+        }
+    }
+}
+
+/* A batch's heads run in parallel (each owns its state and its columns); one token's do
+ * not: a head is then a few microseconds, about what handing it over costs (2-thread
+ * decode on small was slower with them split). */
+#define PARALLEL_HEADS_MIN_TOKENS 4
 
 void kda_forward(const kda_dims *dm, const kda_weights *w, float *state, const float *x, int n, float *out,
                  float *scratch, const kernels_impl *impl, threads *pool) {
@@ -62,12 +118,12 @@ void kda_forward(const kda_dims *dm, const kda_weights *w, float *state, const f
     float *uk = uq + (long)n * P;         /* (n, P) then k */
     float *uv = uk + (long)n * P;         /* (n, P) then v */
     float *gate = uv + (long)n * P;       /* (n, P) output gate logits */
-    float *z = gate + (long)n * P;        /* (n, P) decay-gate pre-activation */
+    float *z = gate + (long)n * P;        /* (n, P) decay-gate pre-activation, then the decay */
     float *o = z + (long)n * P;           /* (n, P) attention output */
     float *fa = o + (long)n * P;          /* (n, gate_rank) */
     float *beta = fa + (long)n * dm->gate_rank; /* (n, H) */
     float *conv_out = beta + (long)n * H;      /* (P) one token's conv output */
-    float *u = conv_out + P;                    /* (D) S^T k, then v - S^T k */
+    float *u = conv_out + P;                    /* (H, D) S^T k, then v - S^T k, per head */
 
     const kernels_product from_x[] = {
         {&w->q, uq, P}, {&w->k, uk, P}, {&w->v, uv, P}, {&w->g, gate, P}, {&w->f_a, fa, dm->gate_rank}, {&w->b, beta, H},
@@ -75,49 +131,41 @@ void kda_forward(const kda_dims *dm, const kda_weights *w, float *state, const f
     kernels_matmul_same_input(impl, from_x, 6, x, d, n, pool);
     kernels_matmul(impl, &w->f_b, fa, dm->gate_rank, n, z, P, pool);
 
-    float *S = state;
     float *hist = state + (long)H * D * D;
     const long hist_stride = (long)(dm->conv_k - 1) * P;
-    const float q_scale = 1.0f / sqrtf((float)D);
-
+    /* The conv needs only the projections, so it runs for the whole batch first. */
     for (int t = 0; t < n; t++) {
         float *proj[3] = {uq + (long)t * P, uk + (long)t * P, uv + (long)t * P};
         for (int i = 0; i < 3; i++) {
             short_conv(w->conv[i], hist + i * hist_stride, dm->conv_k, P, proj[i], conv_out);
             memcpy(proj[i], conv_out, sizeof(float) * P);
         }
-        for (int h = 0; h < H; h++) {
-            float *q = proj[0] + h * D, *k = proj[1] + h * D, *v = proj[2] + h * D;
-            ops_l2norm(q, D, 1e-6f, q_scale);
-            ops_l2norm(k, D, 1e-6f, 1.0f);
-            const float a = expf(w->a_log[h]);
-            const float bt = ops_sigmoid(beta[(long)t * H + h]);
-            float *Sh = S + (long)h * D * D;
-            const float *zt = z + (long)t * P + h * D;
-            const float *dt = w->dt_bias + h * D;
-            /* Two passes over the state, each key row once: decay it and add it into
-             * u = S^T k; then the delta write and the read o = S^T q of the updated row.
-             * Each u[j] and o[j] still sums over rows in key order. */
-            float *oh = o + (long)t * P + h * D;
-            for (int j = 0; j < D; j++)
-                u[j] = oh[j] = 0.0f;
-            for (int i = 0; i < D; i++) {
-                const float zz = zt[i] + dt[i];
-                const float g = dm->lower_bound_gate ? dm->gate_lower_bound * ops_sigmoid(a * zz)
-                                                     : -a * ops_softplus(zz);
-                row_decay_read(Sh + i * D, D, expf(g), k[i], u);
-            }
-            for (int j = 0; j < D; j++)
-                u[j] = v[j] - u[j];
-            for (int i = 0; i < D; i++)
-                row_write_read(Sh + i * D, D, bt * k[i], u, q[i], oh);
-            /* The head-wise RMSNorm. */
-            ops_rmsnorm(oh, w->o_norm, D, dm->norm_eps, oh);
-        }
-        float *ot = o + (long)t * P;
-        const float *gt = gate + (long)t * P;
-        for (int c = 0; c < P; c++)
-            ot[c] *= ops_sigmoid(gt[c]);
     }
+    ops_sigmoid_n(beta, (long)n * H, beta);
+    /* Per key row: the decay e^g, with g = lb * sigmoid(a * (z + dt)) or -a * softplus(z + dt),
+     * a = e^A_log per head. */
+    for (int t = 0; t < n; t++)
+        for (int h = 0; h < H; h++) {
+            const float a = expf(w->a_log[h]);
+            float *zt = z + (long)t * P + h * D;
+            const float *dt = w->dt_bias + h * D;
+            if (dm->lower_bound_gate) {
+                for (int i = 0; i < D; i++)
+                    zt[i] = a * (zt[i] + dt[i]);
+                ops_sigmoid_n(zt, D, zt);
+                for (int i = 0; i < D; i++)
+                    zt[i] = dm->gate_lower_bound * zt[i];
+            } else {
+                for (int i = 0; i < D; i++)
+                    zt[i] = -a * ops_softplus(zt[i] + dt[i]);
+            }
+        }
+    ops_exp_n(z, (long)n * P);
+
+    /* Per token and state element: the read into u, the delta write, the read into o. */
+    kernels_note_multiply_adds(3ull * (uint64_t)n * H * D * D);
+    heads_job job = {dm, w, state, uq, uk, uv, z, beta, o, u, n};
+    threads_run(n >= PARALLEL_HEADS_MIN_TOKENS ? pool : NULL, H, 1, run_heads, &job);
+    ops_mul_sigmoid(o, gate, (long)n * P);
     kernels_matmul(impl, &w->o, o, P, n, out, d, pool);
 }

@@ -6,9 +6,11 @@
 #include "kernels.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dtype.h"
 
@@ -68,14 +70,48 @@ static int scalar_argmax(const float *x, int n) {
     return best;
 }
 
-const kernels_impl kernels_scalar = {"scalar", scalar_mm_f32, scalar_mm_bf16, scalar_mm_mxfp4, scalar_argmax};
+int kernels_argmax_finish(const float *lane_best, const int *lane_at, int lanes, const float *x, int from, int n) {
+    float best_v = x[0];
+    int best_i = 0;
+    for (int j = 0; j < lanes; j++)
+        if (lane_best[j] > best_v || (lane_best[j] == best_v && lane_at[j] < best_i)) {
+            best_v = lane_best[j];
+            best_i = lane_at[j];
+        }
+    for (int i = from; i < n; i++)
+        if (x[i] > best_v) {
+            best_v = x[i];
+            best_i = i;
+        }
+    return best_i;
+}
+
+/* Twelve chains of a = a * m + b (a multiply and an add: the reference never fuses). */
+static double scalar_fma_loop(long reps) {
+    float a[12];
+    const float m = 0.999999f, b = 1e-7f;
+    for (int i = 0; i < 12; i++)
+        a[i] = (float)i;
+    for (long r = 0; r < reps; r++)
+        for (int i = 0; i < 12; i++)
+            a[i] = a[i] * m + b;
+    float sum = 0.0f;
+    for (int i = 0; i < 12; i++)
+        sum += a[i];
+    kernels_fma_sink = sum;
+    return (double)reps * 12 * 2;
+}
+
+const kernels_impl kernels_scalar = {"scalar", scalar_mm_f32, scalar_mm_bf16, scalar_mm_mxfp4, scalar_argmax,
+                                     scalar_fma_loop};
 
 const kernels_impl *kernels_best(void) {
     static const kernels_impl *chosen;
     if (!chosen) {
         const char *force = getenv("K3_KERNELS");
-        const kernels_impl *simd = kernels_avx2();
-        chosen = (force && !strcmp(force, "scalar")) || !simd ? &kernels_scalar : simd;
+        const int level = !force ? 2 : !strcmp(force, "scalar") ? 0 : !strcmp(force, "avx2") ? 1 : 2;
+        const kernels_impl *wide = level >= 2 ? kernels_avx512() : NULL, *avx2 = level >= 1 ? kernels_avx2() : NULL;
+        chosen = wide ? wide : avx2 ? avx2 : &kernels_scalar;
     }
     return chosen;
 }
@@ -111,7 +147,72 @@ static void matmul_rows(void *arg, int r0, int r1) {
     }
 }
 
-static atomic_uint_least64_t weight_bytes_read;
+static atomic_uint_least64_t weight_bytes_read, multiply_adds;
+
+volatile float kernels_fma_sink;
+
+uint64_t kernels_multiply_adds(void) {
+    return atomic_load(&multiply_adds);
+}
+
+void kernels_note_multiply_adds(uint64_t count) {
+    atomic_fetch_add(&multiply_adds, count);
+}
+
+typedef struct {
+    const kernels_impl *impl;
+    long reps;
+    double flops;
+} peak_run;
+
+static void *peak_thread(void *arg) {
+    peak_run *r = arg;
+    r->flops = r->impl->fma_loop(r->reps);
+    return NULL;
+}
+
+static double seconds_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+double kernels_fma_peak(const kernels_impl *impl, int n_threads, double seconds) {
+    enum { MAX_THREADS = 64 };
+    n_threads = n_threads < 1 ? 1 : n_threads > MAX_THREADS ? MAX_THREADS : n_threads;
+    /* Calibrate on one thread, then run every thread for about `seconds`. */
+    long reps = 1 << 16;
+    for (;;) {
+        const double t0 = seconds_now();
+        impl->fma_loop(reps);
+        const double dt = seconds_now() - t0;
+        if (dt > seconds / 8 || reps > (1L << 40)) {
+            reps = (long)(reps * (seconds / (dt > 1e-9 ? dt : 1e-9)));
+            break;
+        }
+        reps *= 4;
+    }
+    double best = 0.0;
+    for (int round = 0; round < 3; round++) {
+        pthread_t tid[MAX_THREADS];
+        peak_run run[MAX_THREADS];
+        int started[MAX_THREADS] = {0};
+        const double t0 = seconds_now();
+        for (int i = 0; i < n_threads; i++) {
+            run[i] = (peak_run){impl, reps, 0.0};
+            /* A thread that cannot start counts as nothing: the peak reads low, never high. */
+            started[i] = i > 0 && pthread_create(&tid[i], NULL, peak_thread, &run[i]) == 0;
+        }
+        peak_thread(&run[0]);
+        double flops = run[0].flops;
+        for (int i = 1; i < n_threads; i++)
+            if (started[i] && pthread_join(tid[i], NULL) == 0)
+                flops += run[i].flops;
+        const double rate = flops / (seconds_now() - t0);
+        best = rate > best ? rate : best;
+    }
+    return best;
+}
 
 uint64_t kernels_weight_bytes_read(void) {
     return atomic_load(&weight_bytes_read);
@@ -134,6 +235,7 @@ uint64_t kernels_matrix_bytes(const kernels_matrix *w) {
 void kernels_matmul(const kernels_impl *impl, const kernels_matrix *w, const float *x, int ldx, int n, float *y,
                     int ldy, threads *pool) {
     atomic_fetch_add(&weight_bytes_read, kernels_matrix_bytes(w));
+    atomic_fetch_add(&multiply_adds, (uint64_t)w->rows * (uint64_t)w->cols * (uint64_t)n);
     matmul_job job = {impl, w, x, ldx, n, y, ldy};
     /* Grain: enough rows per chunk to amortise the hand-out, small enough to balance. For
      * one token, products of 8 MB or more go in chunks of at least 4 MB, so an
@@ -197,6 +299,7 @@ void kernels_matmul_same_input(const kernels_impl *impl, const kernels_product *
         const kernels_matrix *w = products[i].w;
         atomic_fetch_add(&weight_bytes_read, kernels_matrix_bytes(w));
         work += (uint64_t)w->rows * (uint64_t)w->cols;
+        atomic_fetch_add(&multiply_adds, (uint64_t)w->rows * (uint64_t)w->cols);
         job.first_unit[i + 1] = job.first_unit[i] + (w->rows + SET_UNIT_ROWS - 1) / SET_UNIT_ROWS;
     }
     /* As kernels_matmul: one chunk per thread, the calling thread alone under 128K

@@ -9,9 +9,10 @@
  * once per batch, never to change how a single dot product is accumulated. So prefill, one-
  * token decode and batched verification give bit-identical results for the same position.
  *
- * Each implementation (scalar reference, AVX2) fills a kernels_impl; kernels_best() picks
- * one by a run-time CPU check. Implementations agree within rounding, not bit for bit, so
- * a process uses one of them throughout. */
+ * Each implementation (scalar reference, AVX2, AVX-512) fills a kernels_impl;
+ * kernels_best() picks one by a run-time CPU check. Implementations agree within rounding,
+ * not bit for bit (each has its own order of additions), so a process uses one of them
+ * throughout. */
 #ifndef K3_KERNELS_H
 #define K3_KERNELS_H
 
@@ -20,6 +21,10 @@
 #include "threads.h"
 
 typedef enum kernels_wtype { KERNELS_F32, KERNELS_BF16, KERNELS_MXFP4 } kernels_wtype;
+
+/* The most columns an MXFP4 matrix may have (config.c refuses wider experts): a kernel keeps
+ * one token's input for such a matrix on its stack (64 kB). K3's widest is 3,584. */
+#define KERNELS_MXFP4_MAX_COLS 16384
 
 /* A weight matrix W[rows][cols] in place (nn.Linear layout: y = W x). */
 typedef struct kernels_matrix {
@@ -43,13 +48,23 @@ typedef struct kernels_impl {
      * comparing greater than the best so far, so NaN never does (and x[0] = NaN gives 0).
      * Every implementation returns exactly the scalar loop's answer. */
     int (*argmax)(const float *x, int n);
+    /* A register-resident loop of this implementation's multiply-add, independent chains
+     * enough to fill the pipes: `reps` rounds; returns the FLOPs it did (2 per lane and
+     * multiply-add). What a benchmark divides by time for the machine's peak. */
+    double (*fma_loop)(long reps);
 } kernels_impl;
 
 extern const kernels_impl kernels_scalar;
+/* Where fma_loop leaves its result, so that the loop is not optimised away. */
+extern volatile float kernels_fma_sink;
 /* NULL when this build or this CPU has no AVX2/FMA. */
 const kernels_impl *kernels_avx2(void);
-/* The fastest implementation this CPU runs; K3_KERNELS=scalar in the environment forces
- * the reference (for comparisons). */
+/* NULL when this build or this CPU (or its OS) has no AVX-512 F/BW/VL/DQ. */
+const kernels_impl *kernels_avx512(void);
+/* The fastest implementation this CPU runs: AVX-512, else AVX2, else the scalar reference.
+ * K3_KERNELS=scalar, =avx2 or =avx512 in the environment forces one (for comparisons and
+ * for testing each path on one machine); a forced one this CPU lacks falls back to the
+ * next slower. */
 const kernels_impl *kernels_best(void);
 
 /* Bytes of weights kernels_matmul has streamed since the process started (each call adds
@@ -59,6 +74,21 @@ uint64_t kernels_weight_bytes_read(void);
 
 /* Adds weight bytes read outside kernels_matmul (e.g. the MLA query absorption). */
 void kernels_note_bytes_read(uint64_t bytes);
+
+/* The end of a SIMD argmax: lanes[j] holds the first position of the largest value among
+ * lane j's positions (lane_best[j] its value, never NaN); the answer over x[0..from) is the
+ * lowest such position holding the overall largest, then x[from..n) is scanned as the
+ * scalar loop would. */
+int kernels_argmax_finish(const float *lane_best, const int *lane_at, int lanes, const float *x, int from, int n);
+
+/* Multiply-adds the products have done since the process started: matrix products, and
+ * what mla.c and kda.c note (attention scores and sums, the recurrent state's updates). */
+uint64_t kernels_multiply_adds(void);
+void kernels_note_multiply_adds(uint64_t count);
+
+/* FLOP/s of impl's fma_loop on n_threads threads at once, best of three runs of about
+ * `seconds` each. */
+double kernels_fma_peak(const kernels_impl *impl, int n_threads, double seconds);
 
 /* Bytes one call to kernels_matmul reads from w. */
 uint64_t kernels_matrix_bytes(const kernels_matrix *w);

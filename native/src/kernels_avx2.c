@@ -233,22 +233,25 @@ static int avx2_argmax(const float *x, int n) {
         _mm256_storeu_ps(lane_best + 8 * k, best[k]);
         _mm256_storeu_si256((__m256i *)(lane_at + 8 * k), at[k]);
     }
-    float best_v = x[0];
-    int best_i = 0;
-    for (int j = 0; j < 32; j++)
-        if (lane_best[j] > best_v || (lane_best[j] == best_v && lane_at[j] < best_i)) {
-            best_v = lane_best[j];
-            best_i = lane_at[j];
-        }
-    for (; i < n; i++)
-        if (x[i] > best_v) {
-            best_v = x[i];
-            best_i = i;
-        }
-    return best_i;
+    return kernels_argmax_finish(lane_best, lane_at, 32, x, i, n);
 }
 
-static const kernels_impl avx2_impl = {"avx2", avx2_mm_f32, avx2_mm_bf16, avx2_mm_mxfp4, avx2_argmax};
+/* Twelve independent 8-lane FMA chains: enough to cover the FMA latency on both pipes. */
+static double avx2_fma_loop(long reps) {
+    __m256 a[12];
+    const __m256 m = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++)
+        a[i] = _mm256_set1_ps((float)i);
+    for (long r = 0; r < reps; r++)
+        _Pragma("GCC unroll 12") for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], m, b);
+    __m256 sum = a[0];
+    for (int i = 1; i < 12; i++)
+        sum = _mm256_add_ps(sum, a[i]);
+    kernels_fma_sink = hsum8(sum);
+    return (double)reps * 12 * 8 * 2;
+}
+
+static const kernels_impl avx2_impl = {"avx2", avx2_mm_f32, avx2_mm_bf16, avx2_mm_mxfp4, avx2_argmax, avx2_fma_loop};
 
 const kernels_impl *kernels_avx2(void) {
     __builtin_cpu_init();

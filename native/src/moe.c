@@ -25,42 +25,53 @@ static int widest_mlp(const moe_dims *dm) {
 }
 
 long moe_scratch_floats(const moe_dims *dm, int n) {
-    long mlp = moe_mlp_scratch_floats(widest_mlp(dm), n);
-    long one_token_experts = dm->top_k * (moe_mlp_scratch_floats(dm->inter, 1) + dm->latent);
-    return (long)n * (dm->n_experts + 4L * dm->latent + dm->hidden + 2L * dm->top_k + 1) + dm->n_experts + mlp +
-           one_token_experts;
+    /* The layout at the top of moe_forward. The MLP region serves the shared experts first,
+     * then the routed ones: one expert's tokens (cached experts) or every routed (token,
+     * expert) pair's at once (mapped experts, as tasks). */
+    const long pairs = (long)n * dm->top_k, E = dm->n_experts;
+    const long shared = moe_mlp_scratch_floats(widest_mlp(dm), n);
+    const long routed = pairs * moe_mlp_scratch_floats(dm->inter, 1);
+    return (long)n * (E + 2L * dm->latent + dm->hidden + 3L * dm->top_k) + 5 * E + 1 + 2 * pairs * dm->latent +
+           (shared > routed ? shared : routed);
 }
 
-/* One token's mapped experts, one whole expert per task: expert i of the list reads z and
- * writes its own output row and scratch, so tasks share nothing and the caller sums the
- * rows afterwards in list order. Each expert's products are too small to split by rows
- * (a 128 x 256 MXFP4 product is 32K multiply-adds); splitting by expert lets a decode
- * step's experts run on every thread. */
+/* Mapped experts, one whole expert per task: expert i of the list reads its tokens'
+ * gathered inputs and writes its own output rows and scratch, so tasks share nothing and
+ * the caller sums the rows afterwards in list order. An expert's products are small (a
+ * 128 x 256 MXFP4 product is 32K multiply-adds per token): split by expert, a step's or a
+ * batch's experts run on every thread with one hand-out per layer instead of three per
+ * expert, and each expert's weights are decoded once for all of its tokens. */
 typedef struct {
     const moe_dims *dm;
     const moe_weights *w;
     const int *list;
-    const float *z;
-    float *out;     /* (n_list, latent) */
-    float *scratch; /* (n_list, moe_mlp_scratch_floats(inter, 1)) */
+    const int *first;     /* (n_list + 1) expert i owns pair rows [first[i], first[i+1]) */
+    const float *in;      /* (pairs, latent) gathered inputs, expert by expert */
+    float *out;           /* (pairs, latent) */
+    float *scratch;       /* (pairs, moe_mlp_scratch_floats(inter, 1)) */
     const kernels_impl *impl;
 } experts_job;
 
 static void run_experts(void *arg, int begin, int end) {
     const experts_job *j = arg;
-    const long per = moe_mlp_scratch_floats(j->dm->inter, 1);
+    const long per = moe_mlp_scratch_floats(j->dm->inter, 1), Lt = j->dm->latent;
     for (int i = begin; i < end; i++) {
         const moe_expert *ex = &j->w->experts[j->list[i]];
         const moe_mlp m = {ex->w1, ex->w3, ex->w2};
-        moe_mlp_forward(&m, j->dm->latent, j->dm->inter, j->dm->situ_beta, j->dm->situ_linear_beta, j->z, 1,
-                        j->out + (long)i * j->dm->latent, j->scratch + i * per, j->impl, NULL);
+        const int row = j->first[i];
+        moe_mlp_forward(&m, j->dm->latent, j->dm->inter, j->dm->situ_beta, j->dm->situ_linear_beta,
+                        j->in + row * Lt, j->first[i + 1] - row, j->out + row * Lt, j->scratch + row * per,
+                        j->impl, NULL);
     }
 }
 
 /* Top-k of s + bias (ties: lower index), written to sel in ascending expert order with
- * their unbiased, renormalised, scaled weights. */
-static void route(const moe_dims *dm, const float *logits, const float *bias, int *sel, float *weight) {
+ * their unbiased, renormalised, scaled weights. score: (n_experts) scratch. */
+static void route(const moe_dims *dm, const float *logits, const float *bias, int *sel, float *weight,
+                  float *score) {
     int chosen = 0;
+    for (int e = 0; e < dm->n_experts; e++)
+        score[e] = ops_sigmoid(logits[e]) + (bias ? bias[e] : 0.0f);
     /* Selection by repeated max over a small n_experts keeps ties deterministic. */
     for (int k = 0; k < dm->top_k; k++) {
         int best = -1;
@@ -71,7 +82,7 @@ static void route(const moe_dims *dm, const float *logits, const float *bias, in
                 taken |= sel[j] == e;
             if (taken)
                 continue;
-            const float v = ops_sigmoid(logits[e]) + (bias ? bias[e] : 0.0f);
+            const float v = score[e];
             if (best < 0 || v > best_v) {
                 best = e;
                 best_v = v;
@@ -121,18 +132,21 @@ k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const float *x, 
     float *logits = scratch;                 /* (n, E) */
     float *z = logits + (long)n * E;         /* (n, latent) routed input */
     float *y = z + (long)n * Lt;             /* (n, latent) weighted expert sum */
-    float *ze = y + (long)n * Lt;            /* (m, latent) gathered inputs of one expert */
-    float *ye = ze + (long)n * Lt;           /* (m, latent) one expert's outputs */
-    float *up = ye + (long)n * Lt;           /* (n, d) */
+    float *up = y + (long)n * Lt;            /* (n, d) */
     float *weight = up + (long)n * d;        /* (n, K) */
     int *sel = (int *)(weight + (long)n * K); /* (n, K) */
-    int *members = sel + (long)n * K;        /* (n) tokens routed to one expert */
-    int *list = members + n;                 /* (E) the distinct experts chosen, ascending */
-    float *mlp = (float *)(list + E);        /* MLP scratch */
+    int *members = sel + (long)n * K;        /* (n, K) the routed tokens, expert by expert */
+    int *list = members + (long)n * K;       /* (E) the distinct experts chosen, ascending */
+    int *first = list + E;                   /* (E + 1), then slot (E): see below */
+    int *fill = first + 2 * E + 1;           /* (E) */
+    float *score = (float *)(fill + E);      /* (E) one token's selection scores */
+    float *ze = score + E;                   /* (n*K, latent) gathered inputs (mapped) or one expert's */
+    float *ye = ze + (long)n * K * Lt;       /* (n*K, latent) outputs, the same way */
+    float *mlp = ye + (long)n * K * Lt;      /* MLP scratch: the shared experts', then the routed ones' */
 
     kernels_matmul(impl, &w->router, x, d, n, logits, E, pool);
     for (int t = 0; t < n; t++)
-        route(dm, logits + (long)t * E, w->router_bias, sel + (long)t * K, weight + (long)t * K);
+        route(dm, logits + (long)t * E, w->router_bias, sel + (long)t * K, weight + (long)t * K, score);
     if (selected)
         memcpy(selected, sel, sizeof(int) * (size_t)n * K);
     /* The batch's distinct experts in ascending order: the order they are read and summed. */
@@ -153,42 +167,45 @@ k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const float *x, 
                         pool);
 
     memset(y, 0, sizeof(float) * (size_t)n * Lt);
-    float *one_out = mlp + moe_mlp_scratch_floats(widest_mlp(dm), n); /* (n_list, latent), then scratch */
-    if (n == 1 && !w->cache) {
-        float *one_scratch = one_out + (long)n_list * Lt;
-        experts_job job = {dm, w, list, z, one_out, one_scratch, impl};
+    /* The routed pairs grouped by expert in list order, tokens ascending within each. */
+    int *slot = first + n_list + 1; /* (E) an expert's index in the list */
+    for (int i = 0; i < n_list; i++)
+        slot[list[i]] = i;
+    for (int i = 0; i <= n_list; i++)
+        first[i] = 0;
+    for (long p = 0; p < (long)n * K; p++)
+        first[slot[sel[p]] + 1]++;
+    for (int i = 0; i < n_list; i++)
+        first[i + 1] += first[i];
+    for (int i = 0; i < n_list; i++)
+        fill[i] = first[i];
+    for (int t = 0; t < n; t++)
+        for (int k = 0; k < K; k++)
+            members[fill[slot[sel[t * K + k]]]++] = t;
+    if (!w->cache) {
+        for (long p = 0; p < (long)n * K; p++)
+            memcpy(ze + p * Lt, z + (long)members[p] * Lt, sizeof(float) * Lt);
+        experts_job job = {dm, w, list, first, ze, ye, mlp, impl};
         threads_run(pool, n_list, 1, run_experts, &job);
+        for (int i = 0; i < n_list; i++)
+            accumulate(sel, weight, K, list[i], members + first[i], first[i + 1] - first[i], ye + (long)first[i] * Lt,
+                       Lt, y);
     }
-    for (int i = 0; i < n_list; i++) {
-        const int e = list[i];
-        int m = 0;
-        for (int t = 0; t < n; t++)
-            for (int k = 0; k < K; k++)
-                if (sel[t * K + k] == e)
-                    members[m++] = t;
-        if (n == 1 && !w->cache) {
-            accumulate(sel, weight, K, e, members, m, one_out + (long)i * Lt, Lt, y);
-            continue;
-        }
+    for (int i = 0; w->cache && i < n_list; i++) {
+        const int e = list[i], m = first[i + 1] - first[i];
         for (int j = 0; j < m; j++)
-            memcpy(ze + (long)j * Lt, z + (long)members[j] * Lt, sizeof(float) * Lt);
+            memcpy(ze + (long)j * Lt, z + (long)members[first[i] + j] * Lt, sizeof(float) * Lt);
         moe_expert borrowed;
-        const moe_expert *ex = &borrowed;
-        if (w->cache) {
-            const k3_status s = expert_cache_get(w->cache, i, &borrowed, err);
-            if (s != K3_OK) {
-                expert_cache_end(w->cache);
-                return s; /* no partial sum leaves this function */
-            }
-        } else {
-            ex = &w->experts[e];
+        const k3_status s = expert_cache_get(w->cache, i, &borrowed, err);
+        if (s != K3_OK) {
+            expert_cache_end(w->cache);
+            return s; /* no partial sum leaves this function */
         }
-        moe_mlp expert_mlp = {ex->w1, ex->w3, ex->w2};
+        moe_mlp expert_mlp = {borrowed.w1, borrowed.w3, borrowed.w2};
         moe_mlp_forward(&expert_mlp, Lt, dm->inter, dm->situ_beta, dm->situ_linear_beta, ze, m, ye, mlp, impl,
                         pool);
-        if (w->cache)
-            expert_cache_release(w->cache, i);
-        accumulate(sel, weight, K, e, members, m, ye, Lt, y);
+        expert_cache_release(w->cache, i);
+        accumulate(sel, weight, K, e, members + first[i], m, ye, Lt, y);
     }
     if (w->cache)
         expert_cache_end(w->cache);

@@ -5,30 +5,59 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The loops below that run on every token are compiled three times, for AVX-512, AVX2 and
+ * baseline x86-64, and picked at load time. Each clone performs the same operations in the
+ * same order (no contraction into FMA: -ffp-contract=off; no reassociation), so the bits
+ * never depend on the clone, the lane or the batch. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define OPS_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
+#define OPS_CLONES
+#endif
+
+/* Sums in double over eight interleaved partial sums, added pairwise at the end: the same
+ * order for every call, and one vector of doubles per step instead of a chain of n
+ * dependent additions (a norm of 512 values was latency-bound). */
+#define PARTIALS 8
+
+OPS_CLONES
+double ops_sum_squares(const float *x, int n) {
+    double p[PARTIALS] = {0};
+    int i = 0;
+    for (; i + PARTIALS <= n; i += PARTIALS)
+        for (int k = 0; k < PARTIALS; k++)
+            p[k] += (double)x[i + k] * x[i + k];
+    for (int k = 0; i < n; i++, k++)
+        p[k] += (double)x[i] * x[i];
+    return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+}
+
+OPS_CLONES
+double ops_scaled_dot(const float *v, double scale, const float *w, int n) {
+    double p[PARTIALS] = {0};
+    int i = 0;
+    for (; i + PARTIALS <= n; i += PARTIALS)
+        for (int k = 0; k < PARTIALS; k++)
+            p[k] += (double)(float)(v[i + k] * scale) * w[i + k];
+    for (int k = 0; i < n; i++, k++)
+        p[k] += (double)(float)(v[i] * scale) * w[i];
+    return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+}
+
 void ops_rmsnorm(const float *x, const float *w, int n, float eps, float *out) {
-    double ss = 0.0;
-    for (int i = 0; i < n; i++)
-        ss += (double)x[i] * x[i];
-    const float inv = (float)(1.0 / sqrt(ss / n + eps));
-    for (int i = 0; i < n; i++)
-        out[i] = w ? w[i] * (x[i] * inv) : x[i] * inv;
+    const float inv = (float)(1.0 / sqrt(ops_sum_squares(x, n) / n + eps));
+    if (w)
+        for (int i = 0; i < n; i++)
+            out[i] = w[i] * (x[i] * inv);
+    else
+        for (int i = 0; i < n; i++)
+            out[i] = x[i] * inv;
 }
 
 void ops_l2norm(float *x, int n, float eps, float scale) {
-    double ss = 0.0;
-    for (int i = 0; i < n; i++)
-        ss += (double)x[i] * x[i];
-    const float f = (float)(scale / sqrt(ss + eps));
+    const float f = (float)(scale / sqrt(ops_sum_squares(x, n) + eps));
     for (int i = 0; i < n; i++)
         x[i] *= f;
-}
-
-float ops_sigmoid(float x) {
-    return 1.0f / (1.0f + expf(-x));
-}
-
-float ops_silu(float x) {
-    return x * ops_sigmoid(x);
 }
 
 float ops_softplus(float x) {
@@ -45,6 +74,10 @@ float ops_softplus(float x) {
  * |r| <= ln2/2, e^r by its Taylor series to r^7 (truncation below 6e-9), times 2^n built in
  * the exponent field. Within 2 ulp of expf (1.2 measured over [-87, 88]). */
 static inline float exp_series(float x) {
+    /* A NaN passes the clamp and would reach the int conversion (undefined behaviour): it
+     * goes through as 0 and comes out as the NaN it was. A select, not a branch. */
+    const float in = x;
+    x = x == x ? x : 0.0f;
     x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
     const float shifter = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
     const float n = (x * 1.44269504f + shifter) - shifter;
@@ -60,7 +93,7 @@ static inline float exp_series(float x) {
     const int32_t bits = ((int32_t)n + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
+    return in == in ? p * scale : in;
 }
 
 /* tanh(y): below |y| = 0.5 its odd Taylor series to y^15 (truncation below 5e-9 relative),
@@ -81,11 +114,39 @@ static inline float tanh_series(float y) {
     return y < 0.0f ? -t : t;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-/* Eight lanes where the CPU has AVX2; the same operations in the same order either way
- * (no contraction into FMA: -ffp-contract=off), so the bits do not depend on the clone. */
-__attribute__((target_clones("avx2", "default")))
-#endif
+float ops_sigmoid(float x) {
+    return 1.0f / (1.0f + exp_series(-x));
+}
+
+float ops_silu(float x) {
+    return x * ops_sigmoid(x);
+}
+
+OPS_CLONES
+void ops_sigmoid_n(const float *x, long n, float *out) {
+    for (long i = 0; i < n; i++)
+        out[i] = 1.0f / (1.0f + exp_series(-x[i]));
+}
+
+OPS_CLONES
+void ops_silu_n(float *x, long n) {
+    for (long i = 0; i < n; i++)
+        x[i] = x[i] * (1.0f / (1.0f + exp_series(-x[i])));
+}
+
+OPS_CLONES
+void ops_mul_sigmoid(float *x, const float *g, long n) {
+    for (long i = 0; i < n; i++)
+        x[i] *= 1.0f / (1.0f + exp_series(-g[i]));
+}
+
+OPS_CLONES
+void ops_exp_n(float *x, long n) {
+    for (long i = 0; i < n; i++)
+        x[i] = exp_series(x[i]);
+}
+
+OPS_CLONES
 void ops_situ(const float *g, const float *u, int n, float b1, float b2, float *out) {
     const float inv_b1 = 1.0f / b1, inv_b2 = b2 > 0.0f ? 1.0f / b2 : 0.0f;
     for (int i = 0; i < n; i++) {
@@ -95,17 +156,23 @@ void ops_situ(const float *g, const float *u, int n, float b1, float b2, float *
     }
 }
 
+OPS_CLONES
 void ops_softmax(float *x, int n) {
     float m = x[0];
     for (int i = 1; i < n; i++)
-        if (x[i] > m)
-            m = x[i];
-    double sum = 0.0;
-    for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - m);
-        sum += x[i];
+        m = x[i] > m ? x[i] : m;
+    double p[PARTIALS] = {0};
+    int i = 0;
+    for (; i + PARTIALS <= n; i += PARTIALS)
+        for (int k = 0; k < PARTIALS; k++) {
+            x[i + k] = exp_series(x[i + k] - m);
+            p[k] += x[i + k];
+        }
+    for (int k = 0; i < n; i++, k++) {
+        x[i] = exp_series(x[i] - m);
+        p[k] += x[i];
     }
-    const float inv = (float)(1.0 / sum);
-    for (int i = 0; i < n; i++)
+    const float inv = (float)(1.0 / (((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]))));
+    for (i = 0; i < n; i++)
         x[i] *= inv;
 }

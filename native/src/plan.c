@@ -148,7 +148,7 @@ k3_status plan_make(const model *dims, const plan_inputs *in, const k3_model_par
     out->recurrent_state = 4u * (uint64_t)forward_kda_state_floats(dims);
     out->kv_cache = 4u * (uint64_t)forward_mla_cache_floats(dims, c.max_context);
     out->buffers = 4u * (uint64_t)forward_scratch_floats(dims, c.batch, c.max_context) +
-                   4u * (uint64_t)(c.batch + 1) * (uint64_t)dims->vocab + 4u * (uint64_t)c.max_context;
+                   4u * (uint64_t)(forward_logit_rows(c.batch) + 1) * (uint64_t)dims->vocab + 4u * (uint64_t)c.max_context;
 
     out->model_total = out->trunk + out->embed_lm_head + out->vectors + out->index + out->expert_cache;
     out->context_total = out->recurrent_state + out->kv_cache + out->buffers;

@@ -32,8 +32,12 @@
  * A file is written to PATH.tmp-PID, flushed, fsync'ed, then renamed over PATH, so a crash
  * leaves either the old file or the new one. Loading checks magic, version, header size,
  * fingerprint (naming the first field that differs, with both values), model identity,
- * that the file length equals header + payload, the checksum, and the token count against
- * the context's capacity; it changes the context only after every check has passed. */
+ * that the file length equals header + payload, the checksum, the token count against the
+ * context's capacity, and then the values themselves, since a checksum only says the bytes
+ * are the ones written, not that they were written by this engine: every token id inside
+ * the vocabulary, the next token -1 exactly when n is 0, every float finite. It changes
+ * the context only after every check has passed. */
+#include <math.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -227,18 +231,76 @@ static size_t read_header(FILE *fp, const char *path, unsigned char *h, size_t s
     return got;
 }
 
+/* The token count, checked against what the file can hold without the model: the file is
+ * header + payload exactly, and the payload holds at least the n + 1 ids. So a forged count
+ * cannot ask a caller to size a context far beyond the file (2^31 - 1 would overflow it). */
+static int checked_length(FILE *fp, const char *path, const unsigned char *h, k3_error *err) {
+    const uint32_t n = get32(h + 72);
+    const uint64_t payload = get64(h + 80);
+    long size = -1;
+    if (fseek(fp, 0, SEEK_END) == 0)
+        size = ftell(fp);
+    if (size < 0) {
+        error_set(err, K3_ERR_IO, "cannot measure state file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    const uint64_t have = (uint64_t)size - STATE_HEADER; /* read_header read the whole header */
+    if (have != payload) {
+        error_set(err, K3_ERR_STATE, "%s is %s: %llu payload bytes, its header says %llu", path,
+                  have < payload ? "truncated" : "longer than its header says", (unsigned long long)have,
+                  (unsigned long long)payload);
+        return -1;
+    }
+    if (n > INT32_MAX - 1 || payload < sizeof(int32_t) * ((uint64_t)n + 1)) {
+        error_set(err, K3_ERR_STATE, "%s is corrupted: it says %u tokens, but its payload of %llu bytes cannot hold their ids",
+                  path, n, (unsigned long long)payload);
+        return -1;
+    }
+    return (int)n;
+}
+
 k3_status k3_state_length(const char *path, int *n_tokens, char *detail, size_t detail_size) {
     k3_error err = {K3_OK, ""};
     FILE *fp = fopen(path, "rb");
     if (!fp)
         error_set(&err, K3_ERR_IO, "cannot open state file %s: %s", path, strerror(errno));
     unsigned char h[STATE_HEADER];
-    if (fp && read_header(fp, path, h, sizeof h, &err))
-        *n_tokens = (int)get32(h + 72);
+    if (fp && read_header(fp, path, h, sizeof h, &err)) {
+        const int n = checked_length(fp, path, h, &err);
+        if (n >= 0)
+            *n_tokens = n;
+    }
     if (fp)
         fclose(fp);
     error_copy_detail(&err, detail, detail_size);
     return err.status;
+}
+
+/* The payload's values, which the checksum cannot vouch for: ids in [0, vocab), the next
+ * token -1 exactly when n is 0 (else an id), and every float finite (a NaN would decode to
+ * fluent nonsense, and is undefined behaviour in the exp series). */
+static k3_status check_values(const model *m, const char *path, const unsigned char *payload, int n, k3_error *err) {
+    for (int i = 0; i <= n; i++) {
+        int32_t id;
+        memcpy(&id, payload + sizeof id * (size_t)i, sizeof id);
+        if (i < n && (id < 0 || id >= m->vocab))
+            return error_set(err, K3_ERR_STATE, "%s is corrupted: token %d of %d is id %d, outside the vocabulary [0, %d)", path,
+                             i, n, id, m->vocab);
+        if (i == n && (n == 0 ? id != -1 : id < 0 || id >= m->vocab))
+            return error_set(err, K3_ERR_STATE, "%s is corrupted: the next token is %d, expected %s", path, id,
+                             n == 0 ? "-1 for an empty sequence" : "an id in the vocabulary");
+    }
+    const unsigned char *floats = payload + sizeof(int32_t) * ((size_t)n + 1);
+    const size_t kda = (size_t)forward_kda_state_floats(m), total = kda + (size_t)m->n_mla * n * mla_cache_row_floats(&m->mla);
+    for (size_t i = 0; i < total; i++) {
+        float v;
+        memcpy(&v, floats + sizeof v * i, sizeof v);
+        if (!isfinite(v))
+            return error_set(err, K3_ERR_STATE, "%s is corrupted: %s float %zu of %zu is %s", path,
+                             i < kda ? "the KDA state's" : "the MLA cache's", i < kda ? i : i - kda, i < kda ? kda : total - kda,
+                             isnan(v) ? "NaN" : "infinite");
+    }
+    return K3_OK;
 }
 
 k3_status k3_state_load(k3_context *c, const char *path) {
@@ -271,7 +333,12 @@ k3_status k3_state_load(k3_context *c, const char *path) {
                       "%s was saved by another model (config.json or the weights differ from this one's)", path);
         goto done;
     }
-    const uint32_t n = get32(h + 72);
+    const int checked = checked_length(fp, path, h, &c->err);
+    if (checked < 0 || fseek(fp, STATE_HEADER, SEEK_SET) != 0) {
+        s = checked < 0 ? c->err.status : error_set(&c->err, K3_ERR_IO, "cannot read state file %s: %s", path, strerror(errno));
+        goto done;
+    }
+    const uint32_t n = (uint32_t)checked;
     if ((int64_t)n > c->params.max_context) {
         s = error_set(&c->err, K3_ERR_STATE, "%s holds %u tokens, more than this context's %d positions", path, n,
                       c->params.max_context);
@@ -299,6 +366,8 @@ k3_status k3_state_load(k3_context *c, const char *path) {
         s = error_set(&c->err, K3_ERR_STATE, "%s is corrupted: its checksum does not match its contents", path);
         goto done;
     }
+    if ((s = check_values(m, path, payload, (int)n, &c->err)) != K3_OK)
+        goto done;
     /* Every check passed: now the context changes. */
     const unsigned char *p = payload;
     const size_t kda = sizeof(float) * (size_t)forward_kda_state_floats(m);

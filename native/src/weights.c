@@ -7,7 +7,12 @@
  * the experts are mapped. The same pass measures what a plan needs (plan_inputs), and the
  * model's part of the plan is checked against MemAvailable before the trunk and the cache
  * allocate. Names carry the release's `language_model.` prefix; checkpoints without it
- * (plain Kimi-Linear layouts) are accepted too. */
+ * (plain Kimi-Linear layouts) are accepted too. The binding must use every tensor of the
+ * text model and find every one it needs: a tensor the config does not use (an output gate
+ * with mla_use_output_gate false, shared experts with num_shared_experts 0) is refused, as
+ * is a missing one, naming the tensor, the config keys involved and any defaults config.c
+ * filled in. Tensors outside the text model (the vision tower) and those of the
+ * num_nextn_predict_layers layers after the last one are left alone. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,7 +30,23 @@ typedef struct loader {
     char name[512];
     int dry;   /* measure vectors instead of reading them (model_survey) */
     int layer; /* the layer whose trunk matrices are being bound, -1 outside layers */
+    uint8_t *used; /* (st_count) 1 for each tensor bound */
 } loader;
+
+/* Looks up a tensor the model binds, and marks it used. */
+static k3_status require(loader *L, const char *name, const st_tensor **out) {
+    const k3_status s = st_require(L->m->tensors, name, out, L->err);
+    if (s == K3_OK)
+        L->used[*out - st_tensor_at(L->m->tensors, 0)] = 1;
+    return s;
+}
+
+static k3_status expect(loader *L, const char *name, st_dtype dtype, int ndim, const int64_t *shape, const st_tensor **out) {
+    const k3_status s = st_expect(L->m->tensors, name, dtype, ndim, shape, out, L->err);
+    if (s == K3_OK)
+        L->used[*out - st_tensor_at(L->m->tensors, 0)] = 1;
+    return s;
+}
 
 /* Formats the full tensor name into L->name. */
 static const char *tensor_name(loader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -49,7 +70,7 @@ static k3_status check_aligned(loader *L, const st_tensor *t) {
 /* A trunk matrix (rows, cols) stored as BF16 or F32. rows or cols may be -1 (any). */
 static k3_status bind_matrix(loader *L, const char *name, int rows, int cols, kernels_matrix *out) {
     const st_tensor *t;
-    k3_status s = st_require(L->m->tensors, name, &t, L->err);
+    k3_status s = require(L, name, &t);
     if (s != K3_OK)
         return s;
     if (t->dtype != ST_BF16 && t->dtype != ST_F32)
@@ -93,7 +114,7 @@ static float *owned_floats(loader *L, long n) {
 static k3_status bind_vector_shaped(loader *L, const char *name, int ndim, const int64_t *shape, long len,
                                     const float **out) {
     const st_tensor *t;
-    k3_status s = st_require(L->m->tensors, name, &t, L->err);
+    k3_status s = require(L, name, &t);
     if (s != K3_OK)
         return s;
     if (t->dtype != ST_BF16 && t->dtype != ST_F32)
@@ -251,7 +272,7 @@ static k3_status bind_expert_matrix(loader *L, int i, int moe_index, int e, int 
     if (m->config.expert_format == K3_EXPERTS_DENSE) {
         const char *name =
             tensor_name(L, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", i, e, names[which]);
-        TRY(st_require(m->tensors, name, &data, L->err));
+        TRY(require(L, name, &data));
         if (data->dtype != ST_BF16 && data->dtype != ST_F32)
             return error_set(L->err, K3_ERR_TENSOR, "tensor '%s': dtype %s, expected BF16 or F32 (%s)", name,
                              st_dtype_name(data->dtype), st_shard_at(m->tensors, data->shard)->file);
@@ -261,12 +282,10 @@ static k3_status bind_expert_matrix(loader *L, int i, int moe_index, int e, int 
         *out = (kernels_matrix){data->dtype == ST_F32 ? KERNELS_F32 : KERNELS_BF16, rows, cols, data->data, NULL};
     } else {
         const int64_t pshape[2] = {rows, cols / 2}, sshape[2] = {rows, cols / DTYPE_MXFP4_BLOCK};
-        TRY(st_expect(m->tensors,
-                      tensor_name(L, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight_packed", i, e, names[which]),
-                      ST_U8, 2, pshape, &data, L->err));
-        TRY(st_expect(m->tensors,
-                      tensor_name(L, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight_scale", i, e, names[which]),
-                      ST_U8, 2, sshape, &scale, L->err));
+        TRY(expect(L, tensor_name(L, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight_packed", i, e, names[which]),
+                   ST_U8, 2, pshape, &data));
+        TRY(expect(L, tensor_name(L, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight_scale", i, e, names[which]),
+                   ST_U8, 2, sshape, &scale));
         *out = (kernels_matrix){KERNELS_MXFP4, rows, cols, data->data, scale->data};
     }
     expert_cache_add(m->cache, moe_index, i, e, which, out, data, scale);
@@ -280,8 +299,8 @@ static k3_status bind_moe(loader *L, int i, int moe_index, moe_weights *w) {
     TRY(bind_matrix(L, tensor_name(L, "model.layers.%d.block_sparse_moe.gate.weight", i), dm->n_experts, d, &w->router));
     const st_tensor *bias;
     const int64_t eshape[1] = {dm->n_experts};
-    TRY(st_expect(m->tensors, tensor_name(L, "model.layers.%d.block_sparse_moe.gate.e_score_correction_bias", i), ST_F32,
-                  1, eshape, &bias, L->err));
+    TRY(expect(L, tensor_name(L, "model.layers.%d.block_sparse_moe.gate.e_score_correction_bias", i), ST_F32, 1, eshape,
+               &bias));
     TRY(bind_vector(L, L->name, dm->n_experts, &w->router_bias));
     TRY(bind_matrix(L, tensor_name(L, "model.layers.%d.block_sparse_moe.routed_expert_down_proj.weight", i), dm->latent,
                     d, &w->down_proj));
@@ -395,6 +414,77 @@ static k3_status bind_all(loader *L) {
     return K3_OK;
 }
 
+/* Why the config uses no tensor called `rel` (its name after the text prefix), in words
+ * naming the config keys involved; NULL when it is allowed to go unused (the layers of
+ * num_nextn_predict_layers, after the last one). */
+static const char *unused_reason(const k3_config *c, const char *rel, char *buf, size_t size) {
+    int layer = -1, at = 0;
+    if (!strncmp(rel, "model.output_attn_res", 21)) {
+        snprintf(buf, size, "attention residuals, which attn_res_block_size null switches off");
+        return buf;
+    }
+    if (sscanf(rel, "model.layers.%d.%n", &layer, &at) != 1 || at == 0 || layer < 0) {
+        snprintf(buf, size, "no part of the model config.json describes has such a tensor");
+        return buf;
+    }
+    const char *rest = rel + at;
+    const int L = c->num_hidden_layers, expert = strstr(rest, "experts.") ? atoi(strstr(rest, "experts.") + 8) : -1;
+    if (layer >= L && layer < L + c->num_nextn_predict_layers)
+        return NULL;
+    if (layer >= L)
+        snprintf(buf, size, "layer %d, but num_hidden_layers is %d", layer, L);
+    else if (strstr(rest, "_res_"))
+        snprintf(buf, size, "attention residuals, which attn_res_block_size null switches off");
+    else if (!strncmp(rest, "self_attn.g_proj.", 17) && !c->layer_is_kda[layer])
+        snprintf(buf, size, "the output gate of MLA layer %d, which mla_use_output_gate false switches off", layer);
+    else if (!strncmp(rest, "block_sparse_moe.shared_experts.", 32))
+        snprintf(buf, size, "shared experts, which num_shared_experts 0 switches off");
+    else if (!strncmp(rest, "block_sparse_moe.routed_expert_norm.", 36))
+        snprintf(buf, size, "the latent MoE norm, which latent_moe_use_norm false switches off");
+    else if (!strncmp(rest, "block_sparse_moe.", 17) && !c->layer_is_moe[layer])
+        snprintf(buf, size, "a MoE block, but first_k_dense_replace %d and moe_layer_freq %d make layer %d dense",
+                 c->first_k_dense_replace, c->moe_layer_freq, layer);
+    else if (!strncmp(rest, "mlp.", 4) && c->layer_is_moe[layer])
+        snprintf(buf, size, "a dense MLP, but first_k_dense_replace %d and moe_layer_freq %d make layer %d MoE",
+                 c->first_k_dense_replace, c->moe_layer_freq, layer);
+    else if (!strncmp(rest, "block_sparse_moe.experts.", 25) && expert >= c->num_experts)
+        snprintf(buf, size, "expert %d, but num_experts is %d", expert, c->num_experts);
+    else if (!strncmp(rest, "self_attn.", 10))
+        snprintf(buf, size, "layer %d's attention, which linear_attn_config makes %s and which has no such tensor", layer,
+                 c->layer_is_kda[layer] ? "KDA" : "MLA");
+    else
+        snprintf(buf, size, "no part of layer %d in the model config.json describes has such a tensor", layer);
+    return buf;
+}
+
+/* Refuses a tensor of the text model that the binding did not use: running without it
+ * would compute another model than the checkpoint holds. */
+static k3_status check_unused(loader *L) {
+    const st_set *set = L->m->tensors;
+    const size_t plen = strlen(L->prefix);
+    for (size_t i = 0; i < st_count(set); i++) {
+        const st_tensor *t = st_tensor_at(set, i);
+        const char *rel = t->name + plen;
+        if (L->used[i] || strncmp(t->name, L->prefix, plen) || (strncmp(rel, "model.", 6) && strncmp(rel, "lm_head.", 8)))
+            continue;
+        char why[256];
+        if (!unused_reason(&L->m->config, rel, why, sizeof why))
+            continue;
+        return error_set(L->err, K3_ERR_TENSOR,
+                         "tensor '%s' (%s) is not used by the model config.json describes: %s. The engine refuses "
+                         "rather than run without it",
+                         t->name, st_shard_at(set, t->shard)->file, why);
+    }
+    return K3_OK;
+}
+
+/* Adds the defaults config.c filled in to a tensor error: they may be why. */
+static void note_defaults(const model *m, k3_error *err) {
+    const size_t n = strlen(err->detail);
+    snprintf(err->detail + n, sizeof err->detail - n,
+             " (config.json leaves out %s: the KimiLinearConfig defaults were taken for them)", m->config.defaults);
+}
+
 /* Fills the plan inputs the binding pass did not: layer slots, the expert table, index. */
 static k3_status finish_inputs(model *m, k3_error *err) {
     plan_inputs *in = &m->inputs;
@@ -455,8 +545,14 @@ static k3_status open_tables(const char *dir, const k3_model_params *params, int
     if (s == K3_OK)
         s = expert_cache_new(m->tensors, m->config.n_moe_layers, m->moe.n_experts, &m->cache, err);
     if (s == K3_OK) {
-        loader L = {m, "", err, "", dry, -1};
-        s = bind_all(&L);
+        loader L = {m, "", err, "", dry, -1, calloc(st_count(m->tensors) + 1, 1)};
+        if (!L.used)
+            s = error_set(err, K3_ERR_OUT_OF_MEMORY, "model: out of memory for %zu tensor flags", st_count(m->tensors));
+        if (s == K3_OK && (s = bind_all(&L)) == K3_OK)
+            s = check_unused(&L);
+        free(L.used);
+        if (s == K3_ERR_TENSOR && m->config.defaults[0])
+            note_defaults(m, err);
     }
     if (s == K3_OK)
         s = finish_inputs(m, err);

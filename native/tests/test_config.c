@@ -225,6 +225,19 @@ TEST(config_text_config_wins_over_the_top_level) {
     CHECK_INT(c.eos_token_ids[0], 163586); /* from the top level, text_config has none */
 }
 
+TEST(config_the_extension_s_k3_code_key_is_read_past_not_refused) {
+    /* k3-code's own top-level key (what the model was trained for, server/engine/modelInfo.ts)
+     * sits beside the released keys; the engine reads the same config with or without it. */
+    static char plain[CONFIG_MAX], marked[CONFIG_MAX];
+    build(plain, NULL, 0, false, NULL);
+    build(marked, NULL, 0, false, "\n  \"k3_code\": {\"chat\": false},");
+    k3_config a, b;
+    k3_error err = {0};
+    CHECK_OK(config_parse(plain, strlen(plain), "config.json", &a, &err), err);
+    CHECK_OK(config_parse(marked, strlen(marked), "config.json", &b, &err), err);
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+}
+
 TEST(config_full_size_layer_lists_put_mla_at_3_7_and_the_last_two_layers) {
     char kda[512] = "[", full[256] = "[";
     for (int l = 1; l <= 93; l++) {
@@ -401,15 +414,46 @@ TEST(config_missing_and_mistyped_fields_are_named) {
     CHECK(refuses("rms_norm_eps", "1e-50", "text_config.rms_norm_eps is 1e-50, must be a positive number that a float holds"));
     CHECK(refuses("activation_situ_beta", "null", "text_config.activation_situ_beta is null, expected a number"));
     CHECK(refuses("activation_situ_beta", "-4", "text_config.activation_situ_beta is -4, must be a positive number"));
-    CHECK(refuses("activation_situ_linear_beta", NULL, "text_config.activation_situ_linear_beta is missing"));
+    CHECK(refuses("activation_situ_beta", NULL, "text_config.activation_situ_beta is missing (KimiLinearConfig has no default for it)"));
+    CHECK(refuses("hidden_act", NULL, "text_config.hidden_act is missing, so 'silu' (the KimiLinearConfig default), which this engine does not support"));
     CHECK(refuses("moe_renormalize", "1", "text_config.moe_renormalize is 1, expected true or false"));
-    CHECK(refuses("latent_moe_use_norm", NULL, "text_config.latent_moe_use_norm is missing"));
     CHECK(refuses("routed_scaling_factor", "0", "text_config.routed_scaling_factor is 0, must be a positive number"));
     CHECK(refuses("linear_attn_config", NULL, "text_config.linear_attn_config is missing"));
     CHECK(refuses("linear_attn_config", "[]", "text_config.linear_attn_config is an array, expected an object"));
     CHECK(refuses("linear_attn_config", "{\"kda_layers\": [1, 2, 3, 5, 6, 7], \"full_attn_layers\": [4, 8], "
                                         "\"head_dim\": 32, \"short_conv_kernel_size\": 4, \"use_full_rank_gate\": true}",
                   "text_config.linear_attn_config.num_heads is missing"));
+}
+
+TEST(config_absent_keys_take_the_reference_class_defaults_and_are_listed) {
+    k3_config c;
+    k3_error err = {0};
+    CHECK_OK(load(NULL, 0, &c, &err), err);
+    CHECK(strcmp(c.defaults, "") == 0); /* the 0.40B text_config names every key */
+    const kv gone[] = {{"moe_layer_freq", NULL},         {"num_shared_experts", NULL},     {"mla_use_output_gate", NULL},
+                       {"attn_res_block_size", NULL},    {"latent_moe_use_norm", NULL},    {"activation_situ_linear_beta", NULL},
+                       {"rms_norm_eps", NULL},           {"num_key_value_heads", NULL},    {"first_k_dense_replace", NULL},
+                       {"moe_renormalize", NULL},        {"routed_scaling_factor", NULL},  {"moe_router_activation_func", NULL},
+                       {"num_nextn_predict_layers", NULL}};
+    CHECK_OK(load(gone, (int)(sizeof gone / sizeof gone[0]), &c, &err), err);
+    CHECK(c.moe_layer_freq == 1 && c.first_k_dense_replace == 0 && c.n_moe_layers == 8);
+    CHECK(c.num_shared_experts == 0 && c.shared_expert_width == 0);
+    CHECK(!c.mla_use_output_gate && !c.latent_moe_use_norm && c.moe_renormalize);
+    CHECK(c.attn_res_block_size == 0 && c.n_attn_res_blocks == 0 && c.situ_linear_beta == 0.0f);
+    CHECK(c.rms_norm_eps == 1e-6f && c.routed_scaling_factor == 1.0f);
+    CHECK(c.num_key_value_heads == c.num_attention_heads && c.num_nextn_predict_layers == 0);
+    CHECK(strstr(c.defaults, "text_config.moe_layer_freq 1") != NULL);
+    CHECK(strstr(c.defaults, "text_config.num_shared_experts 0") != NULL);
+    CHECK(strstr(c.defaults, "text_config.mla_use_output_gate false") != NULL);
+    CHECK(strstr(c.defaults, "text_config.attn_res_block_size null") != NULL);
+    CHECK(strstr(c.defaults, "text_config.rms_norm_eps 1e-06") != NULL);
+    CHECK(strstr(c.defaults, "text_config.num_key_value_heads = num_attention_heads") != NULL);
+    /* Dimensions too: the shapes then decide (weights.c names the tensor and these). */
+    const kv dims[] = {{"hidden_size", NULL}, {"num_attention_heads", NULL}, {"num_key_value_heads", NULL}};
+    CHECK_OK(load(dims, 3, &c, &err), err);
+    CHECK(c.hidden_size == 4096 && c.num_attention_heads == 32 && c.num_key_value_heads == 32);
+    CHECK(strcmp(c.defaults, "text_config.hidden_size 4096, text_config.num_attention_heads 32, "
+                             "text_config.num_key_value_heads = num_attention_heads") == 0);
 }
 
 TEST(config_layer_lists_must_cover_every_layer_once_and_be_1_based) {
@@ -450,7 +494,7 @@ TEST(config_inconsistent_dimensions_are_refused_with_the_numbers) {
                   "text_config.linear_attn_config.num_heads is 4096: num_heads * head_dim = 33554432 exceeds 16777216"));
 }
 
-TEST(config_mxfp4_needs_expert_columns_in_groups_of_32) {
+TEST(config_mxfp4_needs_expert_columns_in_groups_of_32_and_at_most_16384) {
     k3_config c;
     k3_error err = {0};
     const kv latent[2] = {{"quantization_config", MXFP4_QUANT}, {"routed_expert_hidden_size", "500"}};
@@ -460,6 +504,12 @@ TEST(config_mxfp4_needs_expert_columns_in_groups_of_32) {
     const kv inter[2] = {{"quantization_config", MXFP4_QUANT}, {"moe_intermediate_size", "100"}};
     CHECK_ERROR(load(inter, 2, &c, &err), err, K3_ERR_CONFIG,
                 "text_config.moe_intermediate_size is 100, not a multiple of 32: the MXFP4 experts' w2 columns");
+    const kv wide[2] = {{"quantization_config", MXFP4_QUANT}, {"routed_expert_hidden_size", "16416"}};
+    CHECK_ERROR(load(wide, 2, &c, &err), err, K3_ERR_CONFIG,
+                "text_config.routed_expert_hidden_size is 16416: the MXFP4 kernels take at most 16384 columns");
+    const kv wide_inter[2] = {{"quantization_config", MXFP4_QUANT}, {"moe_intermediate_size", "16416"}};
+    CHECK_ERROR(load(wide_inter, 2, &c, &err), err, K3_ERR_CONFIG,
+                "text_config.moe_intermediate_size is 16416: the MXFP4 kernels take at most 16384 columns");
     /* without quantization the same widths are fine */
     const kv dense[1] = {{"routed_expert_hidden_size", "500"}};
     CHECK_OK(load(dense, 1, &c, &err), err);
@@ -491,7 +541,7 @@ TEST(config_unsupported_features_are_refused_by_name) {
     CHECK(refuses("routed_expert_hidden_size", "null",
                   "text_config.routed_expert_hidden_size is null (routed experts at full width, no latent projection)"));
     CHECK(refuses("mla_use_nope", "false", "text_config.mla_use_nope is false (RoPE attention), which this engine does not support"));
-    CHECK(refuses("mla_use_nope", NULL, "text_config.mla_use_nope is missing: this engine implements only NoPE MLA"));
+    CHECK(refuses("mla_use_nope", NULL, "text_config.mla_use_nope is missing, so false (the KimiLinearConfig default): this engine implements only NoPE MLA"));
     CHECK(refuses("tie_word_embeddings", "true", "text_config.tie_word_embeddings is true: this engine needs a separate lm_head"));
     CHECK(refuses("moe_router_activation_func", "\"softmax\"",
                   "text_config.moe_router_activation_func is 'softmax', which this engine does not support (only 'sigmoid')"));

@@ -91,19 +91,24 @@ TEST(scalar_kernels_match_a_double_precision_sum) {
     }
 }
 
-TEST(avx2_kernels_equal_the_scalar_reference_on_odd_shapes) {
-    const kernels_impl *simd = kernels_avx2();
-    if (!simd) {
-        printf("  (no AVX2/FMA on this CPU: only the scalar kernels exist here)\n");
-        return;
-    }
-    static const int shapes[][2] = {{1, 32}, {3, 17}, {7, 33}, {13, 100}, {5, 1}, {29, 160}, {2, 4096}};
+/* The SIMD implementations this CPU runs, NULL where it lacks one (each test says so). */
+static const kernels_impl *simd_impl(int i) {
+    const kernels_impl *impl = i == 0 ? kernels_avx2() : kernels_avx512();
+    if (!impl)
+        printf("  (no %s on this CPU: not tested here)\n", i == 0 ? "AVX2/FMA" : "AVX-512");
+    return impl;
+}
+
+static void check_against_scalar(const kernels_impl *simd) {
+    /* {3, 4160}: four tokens' MXFP4 inputs no longer fit the AVX-512 kernel's stack. */
+    static const int shapes[][2] = {{1, 32},   {3, 17},   {7, 33}, {13, 100}, {5, 1},    {29, 160},
+                                    {2, 4096}, {6, 15},   {9, 1040}, {4, 64},  {3, 4160}};
     for (int k = 0; k < 3; k++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             int rows = shapes[s][0], cols = shapes[s][1];
             if (all_types[k] == KERNELS_MXFP4)
                 cols = (cols + 31) / 32 * 32;
-            for (int n = 1; n <= 7; n += 3) {
+            for (int n = 1; n <= 13; n += 3) {
                 test_matrix w = make_matrix(all_types[k], rows, cols, 11u * (unsigned)s + k);
                 float *x = make_input(n, cols + 3, 5u), *ya = malloc(sizeof(float) * n * rows),
                       *yb = malloc(sizeof(float) * n * rows);
@@ -119,18 +124,29 @@ TEST(avx2_kernels_equal_the_scalar_reference_on_odd_shapes) {
         }
 }
 
+/* Every token count from 1 to 13 covers full and partial token tiles of each
+ * implementation; rows 1 to 9 full and partial row tiles. */
+TEST(simd_kernels_equal_the_scalar_reference_on_odd_shapes) {
+    for (int i = 0; i < 2; i++) {
+        const kernels_impl *simd = simd_impl(i);
+        if (simd)
+            check_against_scalar(simd);
+    }
+}
+
 /* One token alone, or the same token inside a batch of 5, gives the same bits, on one
  * thread or two. The matrix is big enough (over 128K multiply-adds per token) that
  * kernels_matmul hands even a single token's product to the pool. */
 TEST(matmul_is_bit_identical_across_batch_sizes_and_thread_counts) {
     threads *pool2 = NULL;
     CHECK(threads_new(2, &pool2, NULL) == K3_OK);
-    const kernels_impl *impls[2] = {&kernels_scalar, kernels_avx2()};
-    for (int i = 0; i < 2; i++) {
+    const kernels_impl *impls[3] = {&kernels_scalar, kernels_avx2(), kernels_avx512()};
+    for (int i = 0; i < 3; i++) {
         if (!impls[i])
             continue;
         for (int k = 0; k < 3; k++) {
-            const int rows = 33001, cols = 96 + 32 * (k != 2) + 5 * (k != 2), n = 5;
+            /* 13 tokens: full and partial token tiles of every implementation. */
+            const int rows = 33001, cols = 96 + 32 * (k != 2) + 5 * (k != 2), n = 13;
             test_matrix w = make_matrix(all_types[k], rows, cols, 3u + k);
             float *x = make_input(n, cols, 17u);
             float *batch = malloc(sizeof(float) * n * rows), *threaded = malloc(sizeof(float) * n * rows),
@@ -201,13 +217,8 @@ TEST(matmul_same_input_equals_the_products_one_by_one) {
 
 /* The argmax answers exactly as the scalar loop: first index on ties (including ties
  * spread across SIMD lanes and in the tail), NaN never chosen unless it is x[0]. */
-TEST(avx2_argmax_equals_the_scalar_reference_on_ties_nan_and_odd_lengths) {
-    const kernels_impl *simd = kernels_avx2();
-    if (!simd) {
-        printf("  (no AVX2/FMA on this CPU: only the scalar argmax exists here)\n");
-        return;
-    }
-    static const int lengths[] = {1, 2, 7, 31, 32, 33, 95, 1000, 4099};
+static void check_argmax(const kernels_impl *simd) {
+    static const int lengths[] = {1, 2, 7, 31, 32, 33, 63, 64, 65, 95, 1000, 4099};
     float *x = malloc(sizeof(float) * 4099);
     for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
         const int n = lengths[l];
@@ -241,4 +252,12 @@ TEST(avx2_argmax_equals_the_scalar_reference_on_ties_nan_and_odd_lengths) {
     CHECK_INT(kernels_scalar.argmax(x, 100), 41);
     CHECK_INT(simd->argmax(x, 100), 41);
     free(x);
+}
+
+TEST(simd_argmax_equals_the_scalar_reference_on_ties_nan_and_odd_lengths) {
+    for (int i = 0; i < 2; i++) {
+        const kernels_impl *simd = simd_impl(i);
+        if (simd)
+            check_argmax(simd);
+    }
 }

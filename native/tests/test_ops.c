@@ -1,6 +1,6 @@
 /* test_ops.c - the per-token operations against float64 formulas: SiTU's own e^x and tanh
  * series over every range the activation meets, including the series' seam at |y| = 0.5,
- * saturation and zero. */
+ * saturation and zero; the array forms of the activations against the one-value forms. */
 #include <math.h>
 
 #include "harness.h"
@@ -47,4 +47,41 @@ TEST(situ_matches_the_float64_formula_across_ranges_and_at_the_series_seam) {
         if (worst > SITU_REL)
             harness_fail(__FILE__, __LINE__, "b2 %g: relative error %.3g at g=%g u=%g", b2, worst, g[at], u[at]);
     }
+}
+
+/* The array forms give exactly the one-value forms' bits at every position (vector lanes
+ * and the scalar tail alike), within a few ulp of the float64 formulas; the norms' eight
+ * partial sums equal a float64 sum to rounding; softmax sums to one. */
+TEST(array_activations_equal_the_one_value_forms_bit_for_bit_and_the_formulas_closely) {
+    enum { N = 203 };
+    float x[N], s[N], e[N], silu[N], gated[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)(i - 101) * 0.37f;
+        e[i] = silu[i] = x[i];
+        gated[i] = 2.0f;
+    }
+    ops_sigmoid_n(x, N, s);
+    ops_silu_n(silu, N);
+    ops_mul_sigmoid(gated, x, N);
+    ops_exp_n(e, N);
+    for (int i = 0; i < N; i++) {
+        CHECK(s[i] == ops_sigmoid(x[i]));
+        CHECK(silu[i] == ops_silu(x[i]));
+        CHECK(gated[i] == 2.0f * ops_sigmoid(x[i]));
+        const double sig = 1.0 / (1.0 + exp(-(double)x[i]));
+        CHECK_NEAR(s[i], sig, 4e-7 * sig);
+        CHECK_NEAR(e[i], exp((double)x[i]), 3e-7 * exp((double)x[i]));
+    }
+    double ss = 0.0;
+    for (int i = 0; i < N; i++)
+        ss += (double)x[i] * x[i];
+    CHECK_NEAR(ops_sum_squares(x, N), ss, 1e-12 * ss);
+    float p[N];
+    for (int i = 0; i < N; i++)
+        p[i] = x[i] * 0.1f;
+    ops_softmax(p, N);
+    double total = 0.0;
+    for (int i = 0; i < N; i++)
+        total += p[i];
+    CHECK_NEAR(total, 1.0, 1e-6);
 }

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -56,6 +57,8 @@ typedef struct serve_options {
     run_memory memory;
 } serve_options;
 
+struct conn;
+
 /* One request waiting for the engine. */
 typedef struct waiter {
     struct waiter *next;
@@ -80,7 +83,9 @@ typedef struct server {
     waiter *head, *tail;   /* FIFO of requests waiting for it */
     int n_waiting;
     int connections;       /* connection threads alive */
-    unsigned long served, refused;
+    struct conn *readers, *readers_tail; /* connections still reading their request, oldest first */
+    int closing;           /* evicted connections whose threads have not ended yet */
+    unsigned long served, refused, evicted;
     int checkpoints;          /* the context's checkpoints after the last request */
     size_t checkpoint_bytes;
     unsigned long next_id;
@@ -130,7 +135,7 @@ static int parse_ll(const char *s, long long lo, long long hi, long long *out) {
 static int parse_options(int argc, char **argv, serve_options *o) {
     if (argc < 2 || argv[1][0] == '-')
         return usage_error("%s", "usage: k3 serve MODEL_DIR [--port N] [--host ADDR] [options]");
-    *o = (serve_options){.model_dir = argv[1], .host = "127.0.0.1", .port = 8080, .threads = 1, .batch = 32,
+    *o = (serve_options){.model_dir = argv[1], .host = "127.0.0.1", .port = 8080, .threads = 1, .batch = 128,
                          .max_context = 8192, .queue = 16, .max_connections = 128, .spec = 8, .checkpoint_mb = 256,
                          .max_body = 16LL << 20};
     run_memory_init(&o->memory);
@@ -188,8 +193,9 @@ static int parse_options(int argc, char **argv, serve_options *o) {
     return 0;
 }
 
-/* The address to bind for `host`; refuses (exit 2) a non-loopback one unless allowed. */
-static int resolve_host(const serve_options *o, struct sockaddr_storage *addr, socklen_t *len) {
+/* The address to bind for `host`, and whether it is loopback; refuses (exit 2) a
+ * non-loopback one unless allowed. */
+static int resolve_host(const serve_options *o, struct sockaddr_storage *addr, socklen_t *len, int *is_loopback) {
     memset(addr, 0, sizeof *addr);
     const char *host = !strcmp(o->host, "localhost") ? "127.0.0.1" : o->host;
     struct sockaddr_in *v4 = (struct sockaddr_in *)addr;
@@ -217,6 +223,7 @@ static int resolve_host(const serve_options *o, struct sockaddr_storage *addr, s
                 o->host);
         return 2;
     }
+    *is_loopback = loopback;
     return 0;
 }
 
@@ -226,6 +233,8 @@ typedef struct conn {
     server *s;
     int fd;
     double t0;
+    struct conn *prev, *next; /* in s->readers while reading its request (under s->mu) */
+    int reading, evicted;     /* under s->mu */
     const char *route; /* for the log line */
     int status;        /* what was answered */
     int prompt_tokens, cached_tokens, generated; /* for the log line; -1: no prompt ran */
@@ -1032,17 +1041,29 @@ static void handle_completions(conn *c, const json_value *root) {
             bounds[n_bounds++] = (int)b;
         }
     }
+    /* k3_heal: true backs a text prompt off to its last piece here; a string is the text the
+     * client already took off the prompt's end. */
     bool heal = false;
-    if ((v = json_get(root, "k3_heal")) && !json_is_null(v) && !json_bool(v, &heal)) {
-        send_error(c, 400, NULL, "'k3_heal' must be a boolean");
+    size_t given_len = 0;
+    const char *given = (v = json_get(root, "k3_heal")) ? json_string(v, &given_len) : NULL;
+    if (v && !json_is_null(v) && !given && !json_bool(v, &heal)) {
+        send_error(c, 400, NULL, "'k3_heal' must be a boolean or the string the prompt was backed off by");
+        goto done;
+    }
+    if (given && (given_len == 0 || given_len > K3_TOKEN_MAX_BYTES * 16)) {
+        send_error(c, 400, NULL, "'k3_heal' holds %zu bytes: 1 to %d", given_len, K3_TOKEN_MAX_BYTES * 16);
         goto done;
     }
     int n = completion_prompt(c, root, &ids, &text, &text_len);
     if (n < 0)
         goto done;
     if (heal && !text) {
-        send_error(c, 400, NULL, "'k3_heal' backs a text prompt off to its last piece: the prompt must be a string");
+        send_error(c, 400, NULL, "'k3_heal': true backs a text prompt off to its last piece: the prompt must be a string");
         goto done;
+    }
+    if (given) {
+        g.heal = given;
+        g.heal_len = given_len;
     }
     if (hold_engine(c))
         goto done;
@@ -1051,8 +1072,10 @@ static void handle_completions(conn *c, const json_value *root) {
          * first tokens spell again and the answer leaves out (docs/PROMPTS.md). */
         size_t cut = text_len;
         k3_status st = heal ? k3_tokenizer_last_piece(c->s->tok, text, text_len, &cut) : K3_OK;
-        g.heal = text + cut;
-        g.heal_len = text_len - cut;
+        if (heal) {
+            g.heal = text + cut;
+            g.heal_len = text_len - cut;
+        }
         /* Special-token names in a text prompt become their ids, as the CLI's --prompt does. */
         ids = st == K3_OK ? malloc(sizeof *ids * (cut + 1)) : NULL;
         size_t got = 0;
@@ -1229,8 +1252,9 @@ static void handle_health(conn *c) {
     pthread_mutex_lock(&s->mu);
     strbuf_printf(&b,
                   "{\"status\":\"ok\",\"busy\":%s,\"queued\":%d,\"queue\":%d,\"served\":%lu,\"refused\":%lu,"
-                  "\"checkpoints\":%d,\"checkpoint_bytes\":%zu,\"checkpoint_limit\":%zu}",
-                  s->busy ? "true" : "false", s->n_waiting, s->o.queue, s->served, s->refused, s->checkpoints,
+                  "\"evicted\":%lu,\"connections\":%d,\"checkpoints\":%d,\"checkpoint_bytes\":%zu,\"checkpoint_limit\":%zu}",
+                  s->busy ? "true" : "false", s->n_waiting, s->o.queue, s->served, s->refused, s->evicted, s->connections - s->closing,
+                  s->checkpoints,
                   s->checkpoint_bytes, (size_t)s->o.checkpoint_mb << 20);
     pthread_mutex_unlock(&s->mu);
     send_json(c, 200, &b, NULL);
@@ -1280,8 +1304,13 @@ static void route(conn *c, http_request *req) {
         return;
     }
     if (r > 0 && c->s->api_key) {
+        /* The scheme is case-insensitive (RFC 9110 §11.1), then one or more spaces. */
         const char *auth = req->authorization;
-        if (strncmp(auth, "Bearer ", 7) || !same_secret(auth + 7, c->s->api_key)) {
+        const int scheme = !strncasecmp(auth, "Bearer", 6) && (auth[6] == ' ' || auth[6] == '\t');
+        const char *key = auth + (scheme ? 6 : 0);
+        while (*key == ' ' || *key == '\t')
+            key++;
+        if (!scheme || !same_secret(key, c->s->api_key)) {
             send_error(c, 401, "invalid_api_key", "a valid API key is needed (Authorization: Bearer ...)");
             return;
         }
@@ -1310,6 +1339,33 @@ static void route(conn *c, http_request *req) {
     json_free(doc);
 }
 
+/* Takes c out of the readers list (under s->mu). */
+static void unlink_reader(server *s, conn *c) {
+    if (!c->reading)
+        return;
+    *(c->prev ? &c->prev->next : &s->readers) = c->next;
+    *(c->next ? &c->next->prev : &s->readers_tail) = c->prev;
+    c->prev = c->next = NULL;
+    c->reading = 0;
+}
+
+/* When every connection is taken, the one that has been reading its request longest gives
+ * way: its read ends (shutdown of the read side), it is answered 408, and the newcomer is
+ * served. So clients that open connections and send nothing, or trickle bytes, cannot keep
+ * /health or anyone else out. Returns 1 when one was evicted. Under s->mu; the evicted
+ * thread closes its own fd only after leaving the list, so the fd is still its own here. */
+static int evict_slowest_reader(server *s) {
+    conn *c = s->readers;
+    if (!c)
+        return 0;
+    unlink_reader(s, c);
+    c->evicted = 1;
+    s->evicted++;
+    s->closing++;
+    shutdown(c->fd, SHUT_RD);
+    return 1;
+}
+
 static void *connection_main(void *arg) {
     conn *c = arg;
     server *s = c->s;
@@ -1317,7 +1373,18 @@ static void *connection_main(void *arg) {
     setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
     http_request req;
     char why[256];
-    const int rc = http_read_request(c->fd, (size_t)s->o.max_body, READ_TIMEOUT_MS, &req, why, sizeof why);
+    int rc = http_read_request(c->fd, (size_t)s->o.max_body, READ_TIMEOUT_MS, &req, why, sizeof why);
+    pthread_mutex_lock(&s->mu);
+    unlink_reader(s, c);
+    const int evicted = c->evicted;
+    pthread_mutex_unlock(&s->mu);
+    if (evicted) {
+        if (rc == 0)
+            http_request_free(&req);
+        rc = 408;
+        snprintf(why, sizeof why, "the request did not arrive in the %.1f s before the server needed the connection "
+                 "for another (%d connections, k3 serve --max-connections)", now_s() - c->t0, s->o.max_connections);
+    }
     if (rc > 0) {
         c->route = "(unread)";
         send_error(c, rc, NULL, "%s", why);
@@ -1334,13 +1401,17 @@ static void *connection_main(void *arg) {
     http_close_gently(c->fd, LINGER_MS);
     pthread_mutex_lock(&s->mu);
     s->connections--;
+    s->closing -= evicted;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     free(c);
     return NULL;
 }
 
-/* Accepts connections until a signal asks to stop; each gets its own thread. */
+/* Accepts connections until a signal asks to stop; each gets its own thread. Past
+ * --max-connections the slowest reader gives way (evict_slowest_reader); only when every
+ * connection has a whole request (or twice the limit are still closing after 200 ms) is it
+ * a 503. */
 static void accept_loop(server *s) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -1353,26 +1424,42 @@ static void accept_loop(server *s) {
         const int fd = accept(s->listen_fd, NULL, NULL);
         if (fd < 0)
             continue;
+        conn *c = calloc(1, sizeof *c);
         pthread_mutex_lock(&s->mu);
-        const int full = s->connections >= s->o.max_connections;
-        if (!full)
+        int full = !c || (s->connections >= s->o.max_connections && !evict_slowest_reader(s));
+        /* Evicted connections end within milliseconds; wait for them rather than let a burst
+         * of slow clients past twice the limit of threads. */
+        for (int waits = 0; !full && s->connections >= 2 * s->o.max_connections; waits++) {
+            if (!s->closing || waits == 20) {
+                full = 1;
+                break;
+            }
+            struct timespec t;
+            add_seconds(&t, 10);
+            pthread_cond_timedwait(&s->cv, &s->mu, &t);
+        }
+        if (!full) {
             s->connections++;
-        else
-            s->refused++;
-        pthread_mutex_unlock(&s->mu);
-        conn *c = full ? NULL : calloc(1, sizeof *c);
-        if (c) {
             c->s = s;
             c->fd = fd;
             c->t0 = now_s();
             c->prompt_tokens = -1;
+            c->reading = 1;
+            c->prev = s->readers_tail;
+            *(c->prev ? &c->prev->next : &s->readers) = c;
+            s->readers_tail = c;
+        } else
+            s->refused++;
+        pthread_mutex_unlock(&s->mu);
+        if (!full) {
             if (pthread_create(&(pthread_t){0}, &attr, connection_main, c) == 0)
                 continue;
-            free(c);
             pthread_mutex_lock(&s->mu);
+            unlink_reader(s, c);
             s->connections--;
             pthread_mutex_unlock(&s->mu);
         }
+        free(c);
         /* No thread for it: a short 503 from here, without reading the request. */
         static const char body[] = "{\"error\":{\"message\":\"too many connections\",\"type\":\"server_error\",\"param\":null,\"code\":503}}";
         const struct timeval quick = {.tv_usec = 200000};
@@ -1393,8 +1480,16 @@ int serve_main(int argc, char **argv) {
         return rc < 0 ? 0 : rc;
     struct sockaddr_storage addr;
     socklen_t addr_len;
-    if ((rc = resolve_host(&s->o, &addr, &addr_len)) != 0)
+    int loopback;
+    if ((rc = resolve_host(&s->o, &addr, &addr_len, &loopback)) != 0)
         return rc;
+    /* An empty key would mean "no authentication" without anyone having said so. */
+    s->api_key = getenv("K3_API_KEY");
+    if (s->api_key && !*s->api_key) {
+        fprintf(stderr, "k3 serve: K3_API_KEY is set but empty. Set it to the key clients must send, or unset it "
+                        "to serve without one.\n");
+        return 2;
+    }
     const char *name = s->o.model_name;
     if (!name) {
         size_t len = strlen(s->o.model_dir);
@@ -1412,9 +1507,6 @@ int serve_main(int argc, char **argv) {
      * Two arenas keep the resident set flat under bursts. */
     mallopt(M_ARENA_MAX, 2);
 #endif
-    s->api_key = getenv("K3_API_KEY");
-    if (s->api_key && !*s->api_key)
-        s->api_key = NULL;
     s->started = time(NULL);
     s->listen_fd = -1;
     pthread_mutex_init(&s->mu, NULL);
@@ -1472,6 +1564,11 @@ int serve_main(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    if (!loopback && !s->api_key)
+        fprintf(stderr,
+                "k3 serve: WARNING: listening on %s port %d, which is not a loopback address, WITHOUT AN API KEY: anyone "
+                "who can reach it can use the model and read what it writes. Set K3_API_KEY to require a key.\n",
+                s->o.host, port);
     printf("k3 serve: listening on http://%s%s%s:%d (model '%s', context %d positions, queue %d%s)\n",
            addr.ss_family == AF_INET6 ? "[" : "", s->o.host, addr.ss_family == AF_INET6 ? "]" : "", port, s->model_name,
            s->o.max_context, s->o.queue, s->api_key ? ", API key required" : "");
@@ -1484,6 +1581,8 @@ int serve_main(int argc, char **argv) {
     s->listen_fd = -1;
     fprintf(stderr, "k3 serve: stopping\n");
     pthread_mutex_lock(&s->mu);
+    while (evict_slowest_reader(s)) /* connections still reading need not wait for their timeout */
+        ;
     pthread_cond_broadcast(&s->cv);
     const double until = now_s() + 10;
     while (s->connections > 0 && now_s() < until) {

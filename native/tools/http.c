@@ -107,9 +107,9 @@ static int timeout_or_eof(int rc, char *why, size_t size, const char *what) {
                             : fail(why, size, 400, "the connection ended inside the %s", what);
 }
 
-/* Header token characters (RFC 9110 tchar). */
+/* Header token characters (RFC 9110 tchar); strchr would also find the terminating NUL. */
 static int is_tchar(int c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("!#$%&'*+-.^_`|~", c);
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
 /* A chunk-size line's hex number (extensions after ';' ignored); -1 when malformed. */
@@ -219,6 +219,103 @@ static int read_chunked(reader *r, size_t max_body, http_request *req, char *why
     return 0;
 }
 
+/* Cuts the line that starts at *p (ending in LF, CRLF accepted) out of the head in place:
+ * returns it NUL-terminated and moves *p past its LF, or NULL when no LF follows. */
+static char *next_line(char **p, const char *end) {
+    char *line = *p, *lf = memchr(line, '\n', (size_t)(end - line));
+    if (!lf)
+        return NULL;
+    *lf = 0;
+    if (lf > line && lf[-1] == '\r')
+        lf[-1] = 0;
+    *p = lf + 1;
+    return line;
+}
+
+int http_parse_head(char *head, size_t n, http_request *req, http_framing *body, char *why, size_t why_size) {
+    body->content_length = -1;
+    body->chunked = body->expect_continue = 0;
+    const char *nul = memchr(head, 0, n);
+    if (nul)
+        return fail(why, why_size, 400, "a NUL byte at byte %zu of the request head", (size_t)(nul - head));
+    if (n < 2 || head[n - 1] != '\n')
+        return fail(why, why_size, 400, "the request head does not end with an empty line");
+    head[n] = 0;
+    char *p = head;
+    const char *end = head + n;
+
+    /* Request line: METHOD SP target SP HTTP/1.x */
+    char *line = next_line(&p, end);
+    char *sp1 = line ? strchr(line, ' ') : NULL, *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+    if (!sp1 || !sp2 || strchr(sp2 + 1, ' ') || sp1 == line || (size_t)(sp1 - line) >= sizeof req->method)
+        return fail(why, why_size, 400, "a malformed request line");
+    for (char *c = line; c < sp1; c++)
+        if (!is_tchar((unsigned char)*c))
+            return fail(why, why_size, 400, "a malformed method");
+    memcpy(req->method, line, (size_t)(sp1 - line));
+    const char *version = sp2 + 1;
+    if (strncmp(version, "HTTP/1.", 7) != 0)
+        return fail(why, why_size, strncmp(version, "HTTP/", 5) ? 400 : 505, "unsupported protocol version '%.16s'", version);
+    if (strcmp(version, "HTTP/1.1") && strcmp(version, "HTTP/1.0"))
+        return fail(why, why_size, 505, "unsupported protocol version '%.16s'", version);
+    const char *target = sp1 + 1;
+    size_t target_len = (size_t)(sp2 - target);
+    const char *query = memchr(target, '?', target_len);
+    if (query)
+        target_len = (size_t)(query - target);
+    if (target[0] != '/' || target_len >= sizeof req->path)
+        return fail(why, why_size, target[0] != '/' ? 400 : 414, "the request target must be a path under %zu bytes",
+                    sizeof req->path);
+    memcpy(req->path, target, target_len);
+
+    /* Header lines, up to the empty one. */
+    while ((line = next_line(&p, end)) != NULL && *line) {
+        if (*line == ' ' || *line == '\t')
+            return fail(why, why_size, 400, "folded header lines are not accepted");
+        char *colon = strchr(line, ':');
+        if (!colon || colon == line)
+            return fail(why, why_size, 400, "a header line without a name");
+        for (char *c = line; c < colon; c++)
+            if (!is_tchar((unsigned char)*c))
+                return fail(why, why_size, 400, "a malformed header name");
+        *colon = 0;
+        char *value = colon + 1;
+        while (*value == ' ' || *value == '\t')
+            value++;
+        size_t vlen = strlen(value);
+        while (vlen && (value[vlen - 1] == ' ' || value[vlen - 1] == '\t'))
+            value[--vlen] = 0;
+        if (!strcasecmp(line, "content-length")) {
+            long long v = 0;
+            if (!vlen)
+                return fail(why, why_size, 400, "an empty Content-Length");
+            for (const char *c = value; *c; c++) {
+                if (*c < '0' || *c > '9' || v > (INT64_MAX - 9) / 10)
+                    return fail(why, why_size, 400, "a malformed Content-Length");
+                v = v * 10 + (*c - '0');
+            }
+            if (body->content_length >= 0 && body->content_length != v)
+                return fail(why, why_size, 400, "two different Content-Length headers");
+            body->content_length = v;
+        } else if (!strcasecmp(line, "transfer-encoding")) {
+            if (strcasecmp(value, "chunked"))
+                return fail(why, why_size, 501, "transfer coding '%.32s' is not supported (only chunked)", value);
+            body->chunked = 1;
+        } else if (!strcasecmp(line, "expect")) {
+            body->expect_continue = !strcasecmp(value, "100-continue");
+        } else if (!strcasecmp(line, "authorization")) {
+            if (vlen >= sizeof req->authorization)
+                return fail(why, why_size, 431, "the Authorization header is too long");
+            memcpy(req->authorization, value, vlen + 1);
+        }
+    }
+    if (!line || p != end)
+        return fail(why, why_size, 400, "the request head does not end with an empty line");
+    if (body->chunked && body->content_length >= 0)
+        return fail(why, why_size, 400, "both Content-Length and Transfer-Encoding");
+    return 0;
+}
+
 int http_read_request(int fd, size_t max_body, int timeout_ms, http_request *req, char *why, size_t why_size) {
     memset(req, 0, sizeof *req);
     why[0] = 0;
@@ -234,12 +331,16 @@ int http_read_request(int fd, size_t max_body, int timeout_ms, http_request *req
     r->deadline = now_ms() + timeout_ms;
     r->pos = r->len = r->total = 0;
 
-    /* The head: up to the first empty line. */
+    /* The head: up to the first empty line. A NUL byte is refused as soon as it arrives. */
     size_t n = 0;
     for (;;) {
         const int c = rd_getc(r);
         if (c < 0) {
             status = r->total == 0 ? -1 : timeout_or_eof(c, why, why_size, "request head");
+            goto done;
+        }
+        if (c == 0) {
+            status = fail(why, why_size, 400, "a NUL byte at byte %zu of the request head", n);
             goto done;
         }
         if (n == HTTP_MAX_HEAD) {
@@ -252,128 +353,25 @@ int http_read_request(int fd, size_t max_body, int timeout_ms, http_request *req
         if (n == 2 && head[0] == '\r' && head[1] == '\n')
             n = 0; /* RFC 9112 §2.2: ignore an empty line before the request line */
     }
-    head[n] = 0;
-
-    /* Request line: METHOD SP target SP HTTP/1.x */
-    char *line = head, *eol = strchr(line, '\n');
-    *eol = 0;
-    if (eol > line && eol[-1] == '\r')
-        eol[-1] = 0;
-    char *sp1 = strchr(line, ' '), *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-    if (!sp1 || !sp2 || strchr(sp2 + 1, ' ') || sp1 == line || (size_t)(sp1 - line) >= sizeof req->method) {
-        status = fail(why, why_size, 400, "a malformed request line");
+    http_framing framing;
+    if ((status = http_parse_head(head, n, req, &framing, why, why_size)) != 0)
+        goto done;
+    if (framing.content_length > 0 && (unsigned long long)framing.content_length > max_body) {
+        status = fail(why, why_size, 413, "the body (%lld bytes) is larger than %zu bytes", framing.content_length, max_body);
         goto done;
     }
-    for (char *p = line; p < sp1; p++)
-        if (!is_tchar((unsigned char)*p)) {
-            status = fail(why, why_size, 400, "a malformed method");
-            goto done;
-        }
-    memcpy(req->method, line, (size_t)(sp1 - line));
-    const char *version = sp2 + 1;
-    if (strncmp(version, "HTTP/1.", 7) != 0) {
-        status = fail(why, why_size, strncmp(version, "HTTP/", 5) ? 400 : 505, "unsupported protocol version '%.16s'", version);
-        goto done;
-    }
-    if (strcmp(version, "HTTP/1.1") && strcmp(version, "HTTP/1.0")) {
-        status = fail(why, why_size, 505, "unsupported protocol version '%.16s'", version);
-        goto done;
-    }
-    const char *target = sp1 + 1;
-    size_t target_len = (size_t)(sp2 - target);
-    const char *query = memchr(target, '?', target_len);
-    if (query)
-        target_len = (size_t)(query - target);
-    if (target[0] != '/' || target_len >= sizeof req->path) {
-        status = fail(why, why_size, target[0] != '/' ? 400 : 414, "the request target must be a path under %zu bytes",
-                      sizeof req->path);
-        goto done;
-    }
-    memcpy(req->path, target, target_len);
-
-    /* Headers. */
-    long long content_length = -1;
-    int chunked = 0, expect_continue = 0;
-    for (line = eol + 1; *line && *line != '\r' && *line != '\n'; line = eol + 1) {
-        eol = strchr(line, '\n');
-        *eol = 0;
-        if (eol > line && eol[-1] == '\r')
-            eol[-1] = 0;
-        if (*line == ' ' || *line == '\t') {
-            status = fail(why, why_size, 400, "folded header lines are not accepted");
-            goto done;
-        }
-        char *colon = strchr(line, ':');
-        if (!colon || colon == line) {
-            status = fail(why, why_size, 400, "a header line without a name");
-            goto done;
-        }
-        for (char *p = line; p < colon; p++)
-            if (!is_tchar((unsigned char)*p)) {
-                status = fail(why, why_size, 400, "a malformed header name");
-                goto done;
-            }
-        *colon = 0;
-        char *value = colon + 1;
-        while (*value == ' ' || *value == '\t')
-            value++;
-        size_t vlen = strlen(value);
-        while (vlen && (value[vlen - 1] == ' ' || value[vlen - 1] == '\t'))
-            value[--vlen] = 0;
-        if (!strcasecmp(line, "content-length")) {
-            long long v = 0;
-            if (!vlen) {
-                status = fail(why, why_size, 400, "an empty Content-Length");
-                goto done;
-            }
-            for (const char *p = value; *p; p++) {
-                if (*p < '0' || *p > '9' || v > (INT64_MAX - 9) / 10) {
-                    status = fail(why, why_size, 400, "a malformed Content-Length");
-                    goto done;
-                }
-                v = v * 10 + (*p - '0');
-            }
-            if (content_length >= 0 && content_length != v) {
-                status = fail(why, why_size, 400, "two different Content-Length headers");
-                goto done;
-            }
-            content_length = v;
-        } else if (!strcasecmp(line, "transfer-encoding")) {
-            if (strcasecmp(value, "chunked")) {
-                status = fail(why, why_size, 501, "transfer coding '%.32s' is not supported (only chunked)", value);
-                goto done;
-            }
-            chunked = 1;
-        } else if (!strcasecmp(line, "expect")) {
-            expect_continue = !strcasecmp(value, "100-continue");
-        } else if (!strcasecmp(line, "authorization")) {
-            if (vlen >= sizeof req->authorization) {
-                status = fail(why, why_size, 431, "the Authorization header is too long");
-                goto done;
-            }
-            memcpy(req->authorization, value, vlen + 1);
-        }
-    }
-    if (chunked && content_length >= 0) {
-        status = fail(why, why_size, 400, "both Content-Length and Transfer-Encoding");
-        goto done;
-    }
-    if (content_length > 0 && (unsigned long long)content_length > max_body) {
-        status = fail(why, why_size, 413, "the body (%lld bytes) is larger than %zu bytes", content_length, max_body);
-        goto done;
-    }
-    if (expect_continue && (chunked || content_length > 0)) {
+    if (framing.expect_continue && (framing.chunked || framing.content_length > 0)) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
         if (http_send_all(fd, cont, sizeof cont - 1)) {
             status = -1;
             goto done;
         }
     }
-    if (chunked) {
+    if (framing.chunked) {
         status = read_chunked(r, max_body, req, why, why_size);
         goto done;
     }
-    const size_t body_len = content_length > 0 ? (size_t)content_length : 0;
+    const size_t body_len = framing.content_length > 0 ? (size_t)framing.content_length : 0;
     req->body = malloc(body_len + 1);
     if (!req->body) {
         status = fail(why, why_size, 500, "out of memory for a body of %zu bytes", body_len);

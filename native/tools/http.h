@@ -29,6 +29,20 @@ int http_read_request(int fd, size_t max_body, int timeout_ms, http_request *req
 
 void http_request_free(http_request *req);
 
+/* How the head says the body comes. */
+typedef struct http_framing {
+    long long content_length; /* -1 when absent */
+    int chunked;              /* Transfer-Encoding: chunked */
+    int expect_continue;      /* Expect: 100-continue */
+} http_framing;
+
+/* Parses a request head in place: head[0..n) is the request line and header lines up to and
+ * including the empty line (any bytes may come; head must have room for n + 1). Fills
+ * req->method, path and authorization and *body. Returns 0, or the HTTP status to answer
+ * with (400, 414, 431, 501, 505) with `why` saying what was wrong: a NUL byte anywhere is
+ * 400. http_read_request uses it; the fuzz harness calls it directly. */
+int http_parse_head(char *head, size_t n, http_request *req, http_framing *body, char *why, size_t why_size);
+
 /* Writes all n bytes (never raising SIGPIPE); 0, or -1 when the peer is gone or the send
  * timeout passed. */
 int http_send_all(int fd, const void *bytes, size_t n);

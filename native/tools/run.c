@@ -2,6 +2,7 @@
  * time per token and measured peak RSS; the debugging and benchmarking front door of the
  * engine. Options are described by cli_usage() in k3.c, nowhere else. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,7 +97,7 @@ static int parse_ids(const char *s, int32_t **out) {
 }
 
 static int parse_options(int argc, char **argv, run_options *o) {
-    *o = (run_options){.model_dir = argv[0], .gen = 8, .threads = 1, .batch = 32};
+    *o = (run_options){.model_dir = argv[0], .gen = 8, .threads = 1, .batch = 128};
     run_memory_init(&o->memory);
     for (int i = 1; i < argc; i++) {
         const int mem = run_memory_option(&o->memory, argc, argv, &i, o->model_dir);
@@ -371,6 +372,11 @@ int run_main(int argc, char **argv) {
         int held = 0;
         if ((s = k3_state_length(o.load_state, &held, detail, sizeof detail)) != K3_OK) {
             fail("loading the state", s, detail);
+            goto done;
+        }
+        if (held > INT_MAX - cp.max_context) {
+            fprintf(stderr, "k3: %s holds %d tokens: with %d more the context would pass %d positions\n", o.load_state, held,
+                    cp.max_context, INT_MAX);
             goto done;
         }
         cp.max_context += held;

@@ -1,7 +1,8 @@
 // engine.ts - the engine benchmark of `npm run bench`: on the `small` fixture, the k3 CLI's
-// `bench` command (prefill, then rounds of a memory-bandwidth triad each followed by a
-// stretch of decode, in the same process) with 1 and 2 threads, printed side by side and
-// written to out/bench/engine.json. Timing lives here, never in tests.
+// `bench` command (the f32 multiply-add peak and prefill against it, then rounds of a
+// memory-bandwidth triad each followed by a stretch of decode, in the same process) with
+// 1 and 2 threads, printed side by side and written to out/bench/engine.json. Timing lives
+// here, never in tests.
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -23,6 +24,10 @@ interface BenchResult {
   bound_tokens_per_s: number;
   achieved_over_bound: number;
   peak_rss_bytes: number;
+  kernels: string;
+  fma_peak_flops_per_s: number;
+  prefill_flops_per_s: number;
+  prefill_over_peak: number;
   rounds: Round[];
 }
 
@@ -49,6 +54,9 @@ const rows: [string, (r: BenchResult) => string][] = [
   ['memory bandwidth (triad, median), GB/s', (r) => (r.bandwidth_bytes_per_s / 1e9).toFixed(2)],
   ['  triad, rounds, GB/s', (r) => range(r.rounds.map((x) => x.bandwidth_bytes_per_s / 1e9), 1)],
   ['prefill, tokens/s', (r) => r.prefill_tokens_per_s.toFixed(1)],
+  ['prefill compute, GFLOP/s', (r) => (r.prefill_flops_per_s / 1e9).toFixed(1)],
+  ['f32 multiply-add peak, GFLOP/s', (r) => `${(r.fma_peak_flops_per_s / 1e9).toFixed(1)} ${r.kernels}`],
+  ['prefill / peak', (r) => `${(100 * r.prefill_over_peak).toFixed(1)} %`],
   ['decode, tokens/s', (r) => r.decode_tokens_per_s.toFixed(2)],
   ['weight MB per decoded token', (r) => (r.weight_bytes_per_token / 1e6).toFixed(1)],
   ['bandwidth-bound decode, tokens/s', (r) => r.bound_tokens_per_s.toFixed(2)],

@@ -4,9 +4,10 @@
 // compared with the real line. Cases:
 //   - sets: the held-out packages of k3-mini's corpus (training/heldout.json, when fetched;
 //     else v1's held-out split) and the project's own sources (never in the corpus);
-//   - cursors: after the line's indentation, inside the line's first identifier, and right
-//     after its first `.` or `(`; the rest of that line is removed (what the developer is
-//     about to type) and the rest of the file stays after it.
+//   - cursors: after the line's indentation, inside the line's first identifier, right
+//     after its first `.` or `(`, and anywhere in the line (mid-line, as training/evaluate.py
+//     cuts); the rest of that line is removed (what the developer is about to type) and the
+//     rest of the file stays after it.
 // Configurations run side by side in one run, each on a fresh server: `plain` (no token
 // healing, no junk filter, no FIM: the pipeline before them), `healed` (healing only),
 // `nofim` (healing and the filter) and `default` (and FIM, for a model that has it). Per set and configuration: exact-line matches, mean
@@ -48,7 +49,8 @@ const LONG_LINE = 160;
 
 // ---- cases -------------------------------------------------------------------------------
 
-type Cursor = 'indent' | 'identifier' | 'punct';
+type Cursor = 'indent' | 'identifier' | 'punct' | 'mid-line';
+const CURSORS: readonly Cursor[] = ['indent', 'identifier', 'punct', 'mid-line'];
 
 interface Case {
   set: string;
@@ -84,21 +86,23 @@ function cursorIn(line: string, kind: Cursor, draw: () => number): number {
     if (!m) return -1;
     return indent + m.index + 1 + Math.floor(draw() * (m[0].length - 2));
   }
+  if (kind === 'mid-line') return line.trimEnd().length - indent < 3 ? -1 : indent + 1 + Math.floor(draw() * (line.trimEnd().length - indent - 2));
   const at = line.slice(indent).search(/[.(]/);
   return at < 0 ? -1 : indent + at + 1;
 }
 
-/** Lines worth completing: some code left after the cursor, not a comment. */
-function usable(line: string, at: number): boolean {
+/** Lines worth completing: code left after the cursor (at least 4 characters, or 2 for a
+ * mid-line cursor, which stands anywhere in the line), not a comment. */
+function usable(line: string, at: number, kind: Cursor): boolean {
   const rest = line.slice(at).trimEnd();
   const t = line.trim();
-  return rest.length >= 4 && t.length <= 160 && !/^(#|\/\/|\/\*|\*)/.test(t);
+  return rest.length >= (kind === 'mid-line' ? 2 : 4) && t.length <= 160 && !/^(#|\/\/|\/\*|\*)/.test(t);
 }
 
 function casesOf(set: string, files: Source[], seed: number): Case[] {
   const draw = rng(seed);
   const out: Case[] = [];
-  for (const cursor of ['indent', 'identifier', 'punct'] as const) {
+  for (const cursor of CURSORS) {
     let tries = 0;
     let got = 0;
     while (got < CASES && tries++ < CASES * 200) {
@@ -107,7 +111,7 @@ function casesOf(set: string, files: Source[], seed: number): Case[] {
       const lines = text.split('\n');
       const line = Math.floor(draw() * lines.length);
       const at = cursorIn(lines[line], cursor, draw);
-      if (at < 0 || line < 3 || !usable(lines[line], at)) continue;
+      if (at < 0 || line < 3 || !usable(lines[line], at, cursor)) continue;
       const cut = [...lines.slice(0, line), lines[line].slice(0, at), ...lines.slice(line + 1)].join('\n');
       out.push({ set, file, languageId, cursor, text: cut, line, character: at, target: lines[line].slice(at).trimEnd() });
       got++;
@@ -214,6 +218,7 @@ async function run(): Promise<void> {
     { name: 'project sources', cases: casesOf('project sources', projectFiles(), 11) },
   ];
   const rows: Row[] = [];
+  const byCursor: Array<{ config: string; cursor: Cursor; exact: boolean; similarity: number }> = [];
   const samples: Array<{ set: string; file: string; cursor: string; target: string } & Record<string, string>> = [];
   for (const config of chosen) {
     const settings = { engine: { threads: 1 }, completions: { ...CONFIGS[config], ...(MAX_PROMPT ? { maxPromptTokens: MAX_PROMPT } : {}) } };
@@ -225,6 +230,7 @@ async function run(): Promise<void> {
       for (const c of set.cases) {
         const r = await complete(server, c, n++);
         results.push(r);
+        byCursor.push({ config, cursor: c.cursor, exact: r.shown === c.target, similarity: similarity(r.shown, c.target) });
         const file = path.relative(repoRoot, c.file);
         const sample = samples.find((s) => s.file === file && s.target === c.target && s.cursor === c.cursor);
         if (sample) sample[config] = r.shown;
@@ -260,6 +266,17 @@ async function run(): Promise<void> {
     console.log(
       `| ${r.set} | ${r.config} | ${r.cases} | ${r.exact} (${((100 * r.exact) / r.cases).toFixed(1)} %) | ${(100 * r.edit_similarity).toFixed(1)} % | ${r.empty} | ${r.leading_whitespace} | ${r.loops_shown} | ${r.long_lines_shown} | ${f} | ${r.p50_ms} | ${r.p90_ms} |`,
     );
+  }
+  console.log('\nBy cursor, both sets together:\n');
+  console.log('| configuration | cursor | cases | exact lines | edit similarity |');
+  console.log('|---|---|---|---|---|');
+  for (const config of chosen) {
+    for (const cursor of CURSORS) {
+      const mine = byCursor.filter((r) => r.config === config && r.cursor === cursor);
+      const exact = mine.filter((r) => r.exact).length;
+      const sim = mine.reduce((a, r) => a + r.similarity, 0) / Math.max(1, mine.length);
+      console.log(`| ${config} | ${cursor} | ${mine.length} | ${exact} (${((100 * exact) / Math.max(1, mine.length)).toFixed(1)} %) | ${(100 * sim).toFixed(1)} % |`);
+    }
   }
   const out = path.join(repoRoot, 'out/bench');
   fs.mkdirSync(out, { recursive: true });

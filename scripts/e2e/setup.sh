@@ -1,25 +1,46 @@
 #!/usr/bin/env bash
 # setup.sh - installs what the real-editor tests (test/e2e/) need and a fresh machine lacks:
-# Debian's chromium, ripgrep and libkrb5-dev, and code-server 4.100.3 (VS Code 1.100.3's
-# workbench, the last release built for Node 20) from npm into .e2e/code-server. It is not
-# a package.json dependency, so `npm ci` stays light. Idempotent: a second run checks and
-# exits in well under a second. Offline workarounds: docs in shared/docs/vscode-e2e.md §1.
-#   bash scripts/e2e/setup.sh
+# Debian's chromium, and code-server 4.100.3 (VS Code 1.100.3's workbench, the last release
+# built for Node 20) from npm into .e2e/code-server, with the Debian packages its install
+# compiles against (ripgrep, libkrb5-dev, a compiler, python3). It is not a package.json
+# dependency, so `npm ci` stays light. `--no-browser` (npm start) leaves chromium out: the
+# demo prints a URL for the browser you have. apt is asked only for what is missing, after
+# saying what and why; without root the command to run is printed instead. Idempotent: a
+# second run checks and exits in well under a second. Offline workarounds: docs in
+# shared/docs/vscode-e2e.md §1.
+#   bash scripts/e2e/setup.sh [--no-browser]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 CS_VERSION=4.100.3
 CS_DIR=.e2e/code-server
 CS_ENTRY="$CS_DIR/node_modules/code-server/out/node/entry.js"
+browser=1
+[ "${1:-}" = --no-browser ] && browser=0
+
+installed=$(node -p "try { require('./$CS_DIR/node_modules/code-server/package.json').version } catch { '' }")
+need_cs=0
+{ [ "$installed" != "$CS_VERSION" ] || [ ! -f "$CS_ENTRY" ]; } && need_cs=1
 
 missing=()
-command -v chromium >/dev/null || missing+=(chromium)
-command -v rg >/dev/null || missing+=(ripgrep)
-dpkg -s libkrb5-dev >/dev/null 2>&1 || missing+=(libkrb5-dev)
-command -v c++ >/dev/null && command -v make >/dev/null || missing+=(build-essential)
-command -v python3 >/dev/null || missing+=(python3)
+why=()
+if ((browser)) && ! command -v chromium >/dev/null; then
+  missing+=(chromium); why+=("chromium: the browser the real-editor tests drive")
+fi
+if ((need_cs)); then
+  command -v rg >/dev/null || { missing+=(ripgrep); why+=("ripgrep: code-server's search (its installer would download it otherwise)"); }
+  dpkg -s libkrb5-dev >/dev/null 2>&1 || { missing+=(libkrb5-dev); why+=("libkrb5-dev: code-server's kerberos module is compiled at install"); }
+  { command -v c++ >/dev/null && command -v make >/dev/null; } || { missing+=(build-essential); why+=("build-essential: code-server's native modules are compiled at install"); }
+  command -v python3 >/dev/null || { missing+=(python3); why+=("python3: node-gyp, which compiles them, runs on it"); }
+fi
 if ((${#missing[@]})); then
-  echo "e2e setup: apt-get install ${missing[*]}"
+  echo "setup: this machine lacks ${#missing[@]} Debian package(s):"
+  printf '  %s\n' "${why[@]}"
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: install them with: sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "setup: apt-get install ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
@@ -28,13 +49,12 @@ fi
 # code-server's postinstall refuses a Node major other than the one it was built for.
 node_major=$(node -p 'process.versions.node.split(".")[0]')
 if [ "$node_major" != 20 ]; then
-  echo "e2e setup: code-server $CS_VERSION needs Node 20, this is $(node --version)" >&2
+  echo "setup: code-server $CS_VERSION needs Node 20, this is $(node --version)" >&2
   exit 1
 fi
 
-installed=$(node -p "try { require('./$CS_DIR/node_modules/code-server/package.json').version } catch { '' }")
-if [ "$installed" != "$CS_VERSION" ] || [ ! -f "$CS_ENTRY" ]; then
-  echo "e2e setup: npm install code-server@$CS_VERSION into $CS_DIR (about a minute)"
+if ((need_cs)); then
+  echo "setup: npm install code-server@$CS_VERSION into $CS_DIR (about a minute)"
   rm -rf "$CS_DIR"
   mkdir -p "$CS_DIR"
   tmp=$(mktemp -d)

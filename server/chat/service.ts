@@ -5,15 +5,20 @@
 // if the reply was cut, decodes it to its end and saves the state, so the next turn, even
 // after a restart, costs only its new message. History and state files go through
 // state/store.ts. A saved state that cannot be used is set aside and the turn goes on from
-// the history, saying so in its warnings. With a remote backend a turn goes to the remote
-// server instead (server/remote/chat.ts) and is recorded the same way, without engine state.
+// the history, saying so in its warnings; storage that cannot be written costs the
+// history, never the reply (a warning says so). Reasoning stays reasoning only when the
+// model closed it: a reply whose thinking never ended is shown as its answer. A model not
+// trained for chat (k3-mini, a code completer; server/engine/modelInfo.ts) continues the
+// message as plain text instead (no chat format, a short cap), labelled with its name. With a remote
+// backend a turn goes to the remote server instead (server/remote/chat.ts) and is recorded
+// the same way, without engine state.
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { CancellationToken } from 'vscode-languageserver';
 import type { ServerCtx } from '../ctx';
 import { EngineError } from '../engine/engine';
-import { Cancelled, K3Failure, engineFailure, invalidRequest } from '../errors';
+import { action, Cancelled, K3Failure, engineFailure, invalidRequest } from '../errors';
 import {
   ChatStreamNotification,
   type ChatSendParams,
@@ -26,11 +31,47 @@ import {
 } from '../protocol';
 import { Job } from '../scheduler';
 import { remoteTurn } from '../remote/chat';
-import type { StoredConversation, StoredMessage } from '../state/store';
+import type { LoadedEngine } from '../engine/host';
+import type { EngineSession, GenerateResult, PrefillResult } from '../engine/runner';
+import type { SavedStateRef, StoredConversation, StoredMessage } from '../state/store';
 
 /** Drafting material: the last this many tokens of the conversation. */
 const DRAFT_WINDOW = 8192;
 const TITLE_CHARS = 60;
+/** Most tokens of a reply from a model not trained for chat: a glimpse of what it
+ * continues, not 2,048 tokens of it. */
+export const COMPLETION_MODEL_REPLY_TOKENS = 128;
+
+/** A reply's channels as shown: reasoning only when the model closed its thinking; a reply
+ * whose thinking never ended (cut by the limit or a stop, or a model that never writes the
+ * closing tag) is its answer. */
+export function shownReply(reasoning: string, content: string, thinkingClosed: boolean): { reasoning: string; content: string } {
+  if (thinkingClosed || content !== '') return { reasoning, content };
+  return { reasoning: '', content: reasoning };
+}
+
+/** A local turn's numbers, from its prefill and generation. */
+function turnStats(
+  conversationId: string,
+  resumedFrom: ChatTurnStats['resumedFrom'],
+  promptTokens: number,
+  prefill: PrefillResult,
+  gen: GenerateResult,
+): ChatTurnStats {
+  return {
+    conversationId,
+    resumedFrom,
+    promptTokens,
+    reusedTokens: prefill.reused,
+    prefilledTokens: prefill.prefilled,
+    generatedTokens: gen.ids.length,
+    draftedTokens: gen.drafted,
+    acceptedTokens: gen.accepted,
+    prefillMs: prefill.ms,
+    generateMs: gen.ms,
+    tokensPerSecond: gen.ms > 0 ? (gen.ids.length * 1000) / gen.ms : 0,
+  };
+}
 
 function summary(c: StoredConversation): ConversationSummary {
   return {
@@ -47,6 +88,17 @@ function summary(c: StoredConversation): ConversationSummary {
 function publicMessage(m: StoredMessage): Conversation['messages'][number] {
   const { ids: _ids, ...rest } = m;
   return rest;
+}
+
+/** k3/conversation/clear's params: `{ conversationId }` or `{ all: true }`, nothing else. */
+function checkClearParams(p: unknown): { conversationId: string } | { all: true } {
+  const usage = 'k3/conversation/clear needs { "conversationId": "<id>" } or { "all": true }';
+  if (!p || typeof p !== 'object' || Array.isArray(p)) throw invalidRequest(`${usage}; got ${JSON.stringify(p) ?? 'nothing'}`);
+  const v = p as Record<string, unknown>;
+  const keys = Object.keys(v);
+  if (keys.length === 1 && typeof v.conversationId === 'string' && v.conversationId !== '') return { conversationId: v.conversationId };
+  if (keys.length === 1 && v.all === true) return { all: true };
+  throw invalidRequest(`${usage}; got ${JSON.stringify(p)}`);
 }
 
 function checkSendParams(p: unknown): ChatSendParams {
@@ -78,10 +130,11 @@ export class ChatService {
     return { ...summary(c), messages: c.messages.map(publicMessage) };
   }
 
-  /** Deletes one conversation (or all); a reply in progress there is cancelled first. */
-  clear(id: unknown): number {
-    if (id !== undefined && typeof id !== 'string') throw invalidRequest('conversationId must be a string');
-    const ids = id === undefined ? this.ctx.store.list().map((c) => c.id) : [id];
+  /** Deletes one conversation, or all when asked explicitly; a reply in progress there is
+   * cancelled first. Malformed params delete nothing. */
+  clear(raw: unknown): number {
+    const params = checkClearParams(raw);
+    const ids = 'all' in params ? this.ctx.store.list().map((c) => c.id) : [params.conversationId];
     let removed = 0;
     for (const c of ids) {
       this.active.get(c)?.job.cancel();
@@ -109,6 +162,8 @@ export class ChatService {
     const params = checkSendParams(raw);
     const remote = this.ctx.remote;
     const engine = remote ? undefined : this.ctx.host.ready();
+    // A model not trained for chat: no thinking, a short cap, replies labelled with its name.
+    const completionModel = engine && !engine.info.chat ? engine.info.name : undefined;
     const { store, settings } = this.ctx;
     const now = Date.now();
     let conv: StoredConversation;
@@ -123,7 +178,7 @@ export class ChatService {
         title: firstLine.length > TITLE_CHARS ? `${firstLine.slice(0, TITLE_CHARS - 1)}…` : firstLine,
         createdAt: now,
         updatedAt: now,
-        thinking: params.thinking ?? settings.chat.thinking,
+        thinking: completionModel ? false : (params.thinking ?? settings.chat.thinking),
         messages: [],
         state: null,
       };
@@ -140,7 +195,8 @@ export class ChatService {
     const userMessage: StoredMessage = { id: crypto.randomUUID(), role: 'user', content: params.message, reasoning: '', createdAt: now };
     const messageId = crypto.randomUUID();
     const warnings: K3Problem[] = [];
-    const maxTokens = params.maxTokens ?? settings.chat.maxTokens;
+    const requested = params.maxTokens ?? settings.chat.maxTokens;
+    const maxTokens = completionModel ? Math.min(requested, COMPLETION_MODEL_REPLY_TOKENS) : requested;
     const host = this.ctx.host;
     try {
       const result = await this.ctx.scheduler.run(job, async (): Promise<ChatSendResult> => {
@@ -152,11 +208,14 @@ export class ChatService {
             generating: () => (turn.generating = true),
             onDelta: (channel, text, tokens) => this.stream(conv.id, messageId, channel, text, tokens),
           });
+          // The remote server's parser ends reasoning when the model closes it; nothing
+          // after it means it never did.
+          const shown = shownReply(reply.reasoning, reply.content, reply.stopReason === 'stop-token');
           const assistant: StoredMessage = {
             id: messageId,
             role: 'assistant',
-            content: reply.content,
-            reasoning: reply.reasoning,
+            content: shown.content,
+            reasoning: shown.reasoning,
             createdAt: Date.now(),
             stopReason: reply.stopReason,
           };
@@ -167,10 +226,18 @@ export class ChatService {
             this.ctx.reportProblem(kept);
             warnings.push(kept);
           }
-          return this.recordRemoteTurn(conv, userMessage, assistant, reply.stats, reply.usage, warnings);
+          return this.recordTurn(conv, userMessage, assistant, reply.stats, reply.usage, warnings, 'remote');
         }
         if (!engine) throw new Error('no engine for a local chat turn');
+        if (completionModel) {
+          host.chatHeld = undefined; // the session will hold the plain message, not the conversation
+          const reply = await this.continuation(engine, job, params.message, maxTokens, conv.id, messageId, () => (turn.generating = true));
+          const assistant: StoredMessage = { ...reply.message, id: messageId, completionModel };
+          return this.recordTurn(conv, userMessage, assistant, reply.stats, true, warnings, 'continuation');
+        }
         const { renderer } = engine;
+        const foreign = this.dropForeignIds(conv, Math.min(engine.model.vocabSize, engine.tokenizer.vocabSize));
+        if (foreign) warnings.push(foreign);
         const thinking = conv.thinking;
         const previous = renderer.render(conv.messages, { thinking, generationPrompt: false });
         const prompt = renderer.render([...conv.messages, userMessage], { thinking, generationPrompt: true });
@@ -189,7 +256,8 @@ export class ChatService {
                 store.setAside(file, 'state-incompatible', 'The saved engine state of this conversation was made by another model; the conversation was re-read from its history.'),
               );
               conv.state = null;
-              store.put(conv);
+              const p = store.put(conv);
+              if (p) warnings.push(p);
             } else {
               try {
                 await es.loadState(job, file);
@@ -205,7 +273,8 @@ export class ChatService {
                   ),
                 );
                 conv.state = null;
-                store.put(conv);
+                const p = store.put(conv);
+                if (p) warnings.push(p);
               }
             }
           }
@@ -232,47 +301,32 @@ export class ChatService {
         const closer = renderer.closer(parser.state, parser.inTag);
         const full = [...prompt, ...gen.ids, ...closer];
         await es.prefill(job, full, []);
+        const shown = shownReply(parser.reasoning, parser.content, parser.state !== 'think');
         const assistant: StoredMessage = {
           id: messageId,
           role: 'assistant',
-          content: parser.content,
-          reasoning: parser.reasoning,
+          content: shown.content,
+          reasoning: shown.reasoning,
           createdAt: Date.now(),
           stopReason,
           ids: [...renderer.generationPrompt(thinking), ...gen.ids, ...closer],
         };
         const oldState = store.stateFile(conv);
-        const statePath = store.statePath(`${conv.id}-${Date.now().toString(36)}`);
-        let saved: StoredConversation['state'] = null;
-        if (statePath) {
-          await es.saveState(job, statePath);
-          saved = {
-            file: path.basename(statePath),
-            tokens: full.length,
-            model: engine.fingerprint,
-            bytes: fs.statSync(statePath).size,
-          };
-        }
+        const saved = await this.saveState(es, job, conv.id, full.length, engine.fingerprint, warnings);
         conv.messages.push(userMessage, assistant);
         conv.updatedAt = Date.now();
-        conv.state = saved;
-        store.put(conv);
-        if (oldState && oldState !== statePath) fs.rmSync(oldState, { force: true });
+        conv.state = saved?.ref ?? null;
+        const notKept = store.put(conv);
+        if (notKept) {
+          warnings.push(notKept);
+          // Another window's version of the history won: nothing names the new state.
+          if (saved && notKept.kind === 'conversation-changed') fs.rmSync(saved.file, { force: true });
+        } else if (oldState && oldState !== saved?.file) {
+          fs.rmSync(oldState, { force: true });
+        }
         store.enforceLimits(settings.state.maxBytes, settings.state.maxConversations, conv.id);
 
-        const stats: ChatTurnStats = {
-          conversationId: conv.id,
-          resumedFrom,
-          promptTokens: prompt.length,
-          reusedTokens: prefill.reused,
-          prefilledTokens: prefill.prefilled,
-          generatedTokens: gen.ids.length,
-          draftedTokens: gen.drafted,
-          acceptedTokens: gen.accepted,
-          prefillMs: prefill.ms,
-          generateMs: gen.ms,
-          tokensPerSecond: gen.ms > 0 ? (gen.ids.length * 1000) / gen.ms : 0,
-        };
+        const stats = turnStats(conv.id, resumedFrom, prompt.length, prefill, gen);
         this.ctx.status.lastChat = stats;
         this.ctx.log(
           `chat turn (${resumedFrom}): prompt ${stats.promptTokens} tokens, reused ${stats.reusedTokens}, ` +
@@ -294,27 +348,129 @@ export class ChatService {
     }
   }
 
-  /** Records a turn a remote server answered. A saved engine state stays: the local engine's
-   * rendering of the longer conversation still starts with what it holds. */
-  private recordRemoteTurn(
+  /** Assistant turns whose stored ids this model cannot read (a history edited by hand, or
+   * one written for another model) are rendered from their text instead, for good: the
+   * turn goes on, and says so once. Without this every turn of the conversation failed. */
+  private dropForeignIds(conv: StoredConversation, vocab: number): K3Problem | undefined {
+    const bad = conv.messages.filter((m) => m.ids?.some((id) => id >= vocab));
+    if (bad.length === 0) return undefined;
+    const highest = Math.max(...bad.flatMap((m) => m.ids ?? []));
+    for (const m of bad) delete m.ids;
+    this.ctx.store.put(conv);
+    const problem: K3Problem = {
+      kind: 'file-corrupt',
+      action: action('none'),
+      message: `${bad.length} message(s) of this conversation's history held token ids this model does not have; they are read from their text instead.`,
+      detail: `conversation ${conv.id}: ids up to ${highest}, the vocabulary has ${vocab}`,
+    };
+    this.ctx.reportProblem(problem);
+    return problem;
+  }
+
+  /** Saves the chat session's state for the conversation's next turn, or returns null
+   * (with a warning) when it cannot be: storage that cannot be written costs the next
+   * turn's resume, never this reply. */
+  private async saveState(
+    es: EngineSession,
+    job: Job,
+    id: string,
+    tokens: number,
+    model: string,
+    warnings: K3Problem[],
+  ): Promise<{ ref: SavedStateRef; file: string } | null> {
+    const { store } = this.ctx;
+    const statePath = store.newStatePath(id);
+    if (!statePath) {
+      const p = store.storage().problem;
+      if (p && !warnings.includes(p)) warnings.push(p);
+      return null;
+    }
+    try {
+      await es.saveState(job, statePath);
+      return { ref: { file: path.basename(statePath), tokens, model, bytes: fs.statSync(statePath).size }, file: statePath };
+    } catch (e) {
+      if (!(e instanceof EngineError) || e.code !== 'io') throw e;
+      fs.rmSync(statePath, { force: true });
+      warnings.push({
+        kind: 'storage-unavailable',
+        action: action('none'),
+        message: 'The engine state of this conversation could not be saved, so its next turn re-reads the history.',
+        detail: e.detail,
+      });
+      return null;
+    }
+  }
+
+  /**
+   * A model not trained for chat continues the message as the text it is (code, mostly),
+   * on the line after it, without the chat format around it, which such a model has never
+   * seen. Streamed as the reply's content; nothing is saved for the
+   * next turn (each message is continued on its own).
+   */
+  private async continuation(
+    engine: LoadedEngine,
+    job: Job,
+    text: string,
+    maxTokens: number,
+    conversationId: string,
+    messageId: string,
+    generating: () => void,
+  ): Promise<{ message: Omit<StoredMessage, 'id'>; stats: ChatTurnStats }> {
+    const es = engine.chat;
+    // A message is whole lines: the continuation starts on the next one.
+    const prompt = Array.from(engine.tokenizer.encode(text.endsWith('\n') ? text : `${text}\n`, false));
+    const prefill = await es.prefill(job, prompt, []);
+    generating();
+    const decoder = engine.tokenizer.stream();
+    let content = '';
+    const gen = await es.generate(job, prompt, {
+      maxTokens,
+      specMax: this.ctx.settings.engine.speculation,
+      stopIds: engine.renderer.stopIds,
+      contextIds: prompt,
+      onTokens: (ids) => {
+        let piece = '';
+        for (const id of ids) if (!engine.renderer.stopIds.includes(id)) piece += decoder.push(id);
+        content += piece;
+        if (piece) this.stream(conversationId, messageId, 'content', piece, job.tokens);
+      },
+    });
+    const tail = decoder.end();
+    if (tail) {
+      content += tail;
+      this.stream(conversationId, messageId, 'content', tail, gen.ids.length);
+    }
+    return {
+      message: { role: 'assistant', content, reasoning: '', createdAt: Date.now(), stopReason: gen.end },
+      stats: turnStats(conversationId, 'none', prompt.length, prefill, gen),
+    };
+  }
+
+  /** Records a turn that left no engine state of its own: a remote server's, or a
+   * continuation. A saved engine state stays: the local engine's rendering of the longer
+   * conversation still starts with what it holds. `usage`: whether the stats' prompt
+   * figures are known (a remote server may send none). */
+  private recordTurn(
     conv: StoredConversation,
     userMessage: StoredMessage,
     assistant: StoredMessage,
     stats: ChatTurnStats,
     usage: boolean,
     warnings: K3Problem[],
+    kind: 'remote' | 'continuation',
   ): ChatSendResult {
     const { store, settings } = this.ctx;
     conv.messages.push(userMessage, assistant);
     conv.updatedAt = Date.now();
-    store.put(conv);
+    const notKept = store.put(conv);
+    if (notKept) warnings.push(notKept);
     store.enforceLimits(settings.state.maxBytes, settings.state.maxConversations, conv.id);
     this.ctx.status.lastChat = stats;
     this.ctx.log(
       usage
-        ? `chat turn (remote): prompt ${stats.promptTokens} tokens, reused ${stats.reusedTokens}, ` +
+        ? `chat turn (${kind}): prompt ${stats.promptTokens} tokens, reused ${stats.reusedTokens}, ` +
             `prefilled ${stats.prefilledTokens}, generated ${stats.generatedTokens} (${assistant.stopReason})`
-        : `chat turn (remote): ${stats.generatedTokens} pieces generated (${assistant.stopReason}); ` +
+        : `chat turn (${kind}): ${stats.generatedTokens} pieces generated (${assistant.stopReason}); ` +
             'the server sent no usage, so its prompt and reuse figures are unknown',
     );
     this.ctx.status.changed();

@@ -4,7 +4,10 @@
 // cursor and the extra context as drafting material; or a remote server), stop as soon as
 // post-processing says more text cannot matter, and remember the result.
 // A new request cancels the previous one (cancel-previous); $/cancelRequest cancels in the
-// engine. Each request's numbers (reused, prefilled, generated tokens) go to the status.
+// engine. A request that arrives while the model loads waits for the load (at most
+// LOAD_WAIT_MS, cancellable, superseded by a newer request) instead of answering nothing,
+// so the first keystrokes after a window opens are not wasted. Each request's numbers
+// (reused, prefilled, generated tokens) go to the status.
 import * as crypto from 'node:crypto';
 import type { CancellationToken, InlineCompletionList, InlineCompletionParams } from 'vscode-languageserver';
 import type { ServerCtx } from '../ctx';
@@ -23,8 +26,13 @@ import { mergeClosers } from './range';
  * completion made mostly of others there is not code (filters.ts, non-code). */
 const ASCII_FILE_SHARE = 0.02;
 
+/** Longest a completion waits for a model that is loading before it answers nothing. */
+export const LOAD_WAIT_MS = 60_000;
+
 export class CompletionService {
   private current: Job | undefined;
+  /** Counts requests: a request still waiting for the load when a newer one came is superseded. */
+  private seq = 0;
   readonly cache = new CompletionCache();
 
   constructor(private readonly ctx: ServerCtx) {}
@@ -41,12 +49,22 @@ export class CompletionService {
     if (typeof uri !== 'string' || !pos || !Number.isInteger(pos.line) || !Number.isInteger(pos.character)) {
       throw invalidRequest('textDocument/inlineCompletion needs textDocument.uri and an integer position');
     }
+    const seq = ++this.seq;
+    if (!this.backend() && !this.ctx.remote && this.ctx.host.phase === 'loading') {
+      await this.waitForLoad(token);
+      if (seq !== this.seq) throw new Cancelled('superseded');
+    }
     const doc = this.ctx.documents.get(uri);
+    if (doc && (pos.line < 0 || pos.line >= doc.lineCount || pos.character < 0)) {
+      throw invalidRequest(`textDocument/inlineCompletion: position ${pos.line}:${pos.character} is outside ${uri}, which has ${doc.lineCount} lines`);
+    }
     const backend = this.backend();
-    // Nothing to complete yet: an empty list, not an error (the status says why).
+    // Nothing to complete: an empty list, not an error (the status says why).
     if (!doc || !backend) return { items: [] };
     const settings = this.ctx.settings.completions;
     const offset = doc.offsetAt(pos);
+    // A character past the end of its line means the end of the line (LSP 3.17, Position).
+    const at = doc.positionAt(offset);
     const chunks = this.ctx.ring.snapshot(uri, t0);
     const layout = layoutPrompt(backend.encoder, {
       path: this.ctx.ring.displayPath(uri),
@@ -79,12 +97,13 @@ export class CompletionService {
       .createHash('sha1')
       .update(JSON.stringify([backend.fingerprint, layout.chunkKeys, this.ctx.ring.id, layout.fileText, layout.lineSuffix, layout.nextLines, settings]))
       .digest('hex');
-    // What is shown: the post-processed text, merged with closers after the cursor.
+    // What is shown: the post-processed text, merged with closers after the cursor, at the
+    // cursor (clamped to the end of its line, as LSP says).
     const item = (result: PostprocessResult): InlineCompletionList => {
       if (!result.text) return { items: [] };
       const m = mergeClosers(result.text, layout.linePrefix, layout.lineSuffix);
-      const end = m.coversSuffix ? { line: pos.line, character: pos.character + layout.lineSuffix.length } : pos;
-      return { items: [{ insertText: m.insertText, range: { start: pos, end } }] };
+      const end = m.coversSuffix ? { line: at.line, character: at.character + layout.lineSuffix.length } : at;
+      return { items: [{ insertText: m.insertText, range: { start: at, end } }] };
     };
 
     const cached = this.cache.get(base, layout.linePrefix);
@@ -149,6 +168,23 @@ export class CompletionService {
       onCancel.dispose();
       if (this.current === job) this.current = undefined;
     }
+  }
+
+  /** Resolves when the load ends or LOAD_WAIT_MS passes; rejects with Cancelled when the
+   * request is cancelled first. */
+  private waitForLoad(token: CancellationToken): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(finish, LOAD_WAIT_MS);
+      const onCancel = token.onCancellationRequested(() => finish(new Cancelled()));
+      function finish(e?: Cancelled): void {
+        clearTimeout(timer);
+        onCancel.dispose();
+        if (e) reject(e);
+        else resolve();
+      }
+      if (token.isCancellationRequested) finish(new Cancelled());
+      else void this.ctx.host.whenLoadEnds().then(() => finish());
+    });
   }
 
   /** What runs completions now: the remote server, or the loaded local engine (none while

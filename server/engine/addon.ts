@@ -129,8 +129,9 @@ export interface NativeSession {
   reset(): void;
   /** Generation ends after the token being produced (the promise resolves). */
   stop(): void;
-  /** The running call stops within one forward pass (the promise rejects, code "cancelled"). */
-  cancel(): void;
+  /** The running call stops within one forward pass (the promise rejects, code "cancelled").
+   * Returns the tokens the running generation had emitted when asked (0 for other calls). */
+  cancel(): number;
   setCheckpointLimit(bytes: number): void;
   checkpointUsage(): { count: number; bytes: number };
   close(): void;

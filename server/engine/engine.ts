@@ -110,10 +110,10 @@ export class Model {
       const native = new addon.Session(this.native, {
         maxContext: options.maxContext,
         threads: options.threads ?? 1,
-        batch: options.batch ?? 32,
+        batch: options.batch ?? 128,
       });
       if (options.checkpointBytes !== undefined) native.setCheckpointLimit(options.checkpointBytes);
-      return new Session(native, options.maxContext);
+      return new Session(native, options.maxContext, options.checkpointBytes);
     } catch (e) {
       throw toEngineError(e);
     }
@@ -156,6 +156,8 @@ export class Session {
   constructor(
     private readonly native: NativeSession,
     readonly maxContext: number,
+    /** What checkpoints may hold, bytes (undefined: the engine's default). */
+    readonly checkpointLimit?: number,
   ) {}
 
   get busy(): boolean {
@@ -221,9 +223,11 @@ export class Session {
     this.native.stop();
   }
 
-  /** The running call ends within one forward pass and rejects with "cancelled". */
-  cancel(): void {
-    this.native.cancel();
+  /** The running call ends within one forward pass and rejects with "cancelled". Returns
+   * the tokens the running generate() had emitted at that moment (0 for other calls); its
+   * onTokens may not have seen them all yet. */
+  cancel(): number {
+    return this.native.cancel();
   }
 
   checkpointUsage(): { count: number; bytes: number } {

@@ -1,18 +1,22 @@
 // host.ts - the model's lifecycle in the server: load (checks, engine open with the preset's
 // budgets on a worker thread, tokenizer, one session for completions and one for chat),
 // progress while it loads (phase, bytes, elapsed, estimate), unload, and the phase the
-// status reports. Loads and unloads take the engine exclusively from the scheduler, so no
-// job runs on a model being replaced. It decides nothing about prompts or results.
+// status reports. A load says `loading` from the moment it is asked for (no `no-model`
+// flash before it starts) and anyone may wait for it to end (whenLoadEnds). Loads and
+// unloads take the engine exclusively from the scheduler, so no job runs on a model being
+// replaced. Saving the load's timing is best effort: storage that cannot be written never
+// fails a load. It decides nothing about prompts or results.
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ChatRenderer } from '../chat/render';
 import { Cancelled, K3Failure, modelLoadFailure } from '../errors';
-import type { EnginePhase, K3Problem, LoadProgress, ServerSettings } from '../protocol';
+import type { EnginePhase, K3Problem, LoadProgress, ModelInfo, ServerSettings } from '../protocol';
 import type { Scheduler } from '../scheduler';
 import { engineThreads } from '../settings';
 import type { WorkspaceStore } from '../state/store';
 import { EngineError, Model } from './engine';
+import { readModelInfo, shards } from './modelInfo';
 import { EngineSession } from './runner';
 import { Tokenizer } from './tokenizer';
 
@@ -26,24 +30,17 @@ export interface LoadedEngine {
   chat: EngineSession;
   /** Identifies the checkpoint's bytes (config, index, shard sizes and heads). */
   fingerprint: string;
+  /** Name, size and what it was trained for. */
+  info: ModelInfo;
 }
 
 /** Positions the completion session may reach beyond the prompt budget and generation. */
 export const COMPLETION_MARGIN = 64;
 /** A completion checkpoint copies the recurrent state and the prompt's cache rows; room for
- * this many of them (the boundaries of the current prompt and the previous one's end). */
-const COMPLETION_CHECKPOINTS = 4;
-/** The engine's default checkpoint budget, kept as a floor. */
-const MIN_CHECKPOINT_BYTES = 256 * 1024 ** 2;
-
-/** The shards of a checkpoint folder, with their sizes. */
-function shards(dir: string): { file: string; bytes: number }[] {
-  return fs
-    .readdirSync(dir)
-    .filter((f) => f.endsWith('.safetensors'))
-    .sort()
-    .map((f) => ({ file: f, bytes: fs.statSync(path.join(dir, f)).size }));
-}
+ * this many of them (the boundaries of the current prompt and the previous one's end). The
+ * budget is that, from the model's plan for the completion context: no floor, so a small
+ * model does not keep hundreds of MB of checkpoints it never needs. */
+export const COMPLETION_CHECKPOINTS = 4;
 
 /** A cheap identity of a checkpoint: config and index bytes, each shard's name, size and
  * first 64 KiB (a saved state is only reused with the model that wrote it). */
@@ -82,7 +79,14 @@ export class EngineHost {
   problem: K3Problem | undefined;
   /** The conversation whose sequence the chat session holds (chat service bookkeeping). */
   chatHeld: string | undefined;
+  /** The model being loaded, while `phase` is `loading`. */
+  loadingInfo: ModelInfo | undefined;
   private loading: { cancel(): void; settled: Promise<unknown> } | undefined;
+  /** Counts load requests: only the newest one's ending sets the phase. */
+  private loadSeq = 0;
+  /** Loads numbered up to this were cancelled (cancelLoad). */
+  private cancelledUpTo = 0;
+  private loadEnded: Array<() => void> = [];
 
   constructor(
     private readonly scheduler: Scheduler,
@@ -99,40 +103,58 @@ export class EngineHost {
     throw new K3Failure(p?.kind === 'model-missing' ? 'model-missing' : 'no-model', p?.message ?? 'No model is loaded.', p?.status, p?.detail, p?.action.kind);
   }
 
+  /** Resolves when no load is in progress (at once when none is). */
+  whenLoadEnds(): Promise<void> {
+    if (this.phase !== 'loading') return Promise.resolve();
+    return new Promise((resolve) => this.loadEnded.push(resolve));
+  }
+
   /** Loads the model in modelPath with `preset`, replacing any loaded one. A second load
-   * cancels the first. Resolves when it is ready; rejects with a K3Failure or Cancelled. */
+   * cancels the first. The phase is `loading` as soon as this is called (synchronously,
+   * once the folder is checked). Resolves when it is ready; rejects with a K3Failure or
+   * Cancelled. */
   async load(modelPath: string, preset: string): Promise<LoadedEngine> {
-    this.loading?.cancel();
-    await this.loading?.settled.catch(() => undefined);
     const dir = path.resolve(modelPath);
-    if (!fs.existsSync(path.join(dir, 'config.json'))) {
+    let info: ModelInfo;
+    try {
+      if (!fs.existsSync(path.join(dir, 'config.json'))) {
+        throw new K3Failure(
+          'model-missing',
+          fs.existsSync(dir) ? `${dir} holds no config.json: it is not a Kimi K3 checkpoint folder.` : `The model folder ${dir} does not exist.`,
+          undefined,
+          dir,
+        );
+      }
+      info = readModelInfo(dir);
+    } catch (e) {
       // Checked before anything is replaced: a wrong folder leaves a loaded model alone.
-      const failure = new K3Failure(
-        'model-missing',
-        fs.existsSync(dir) ? `${dir} holds no config.json: it is not a Kimi K3 checkpoint folder.` : `The model folder ${dir} does not exist.`,
-        undefined,
-        dir,
-      );
-      if (!this.loaded) {
-        this.phase = 'no-model';
-        this.problem = failure.problem();
+      if (!this.loaded && this.phase !== 'loading') {
+        this.phase = e instanceof K3Failure && e.kind === 'model-missing' ? 'no-model' : 'error';
+        this.problem = e instanceof K3Failure ? e.problem() : undefined;
         this.events.changed();
       }
-      throw failure;
+      throw e;
     }
-    let cancelled = false;
+    const seq = ++this.loadSeq;
+    this.loading?.cancel();
+    const previous = this.loading?.settled;
+    const last = this.store().readWorkspace().lastLoad;
+    this.progress = { modelPath: dir, phase: 'opening', bytesTotal: info.bytes, elapsedMs: 0 };
+    if (last && last.bytes > 0) this.progress.estimateMs = Math.round((last.ms * info.bytes) / last.bytes);
+    this.loadingInfo = info;
+    this.phase = 'loading';
+    this.problem = undefined;
+    this.events.changed();
+    await previous?.catch(() => undefined);
+    const newest = (): boolean => seq === this.loadSeq;
+    let cancelled = !newest() || seq <= this.cancelledUpTo;
     let open: { cancel(): void } | undefined;
     const run = this.scheduler.exclusive(async () => {
+      if (cancelled || !newest()) throw new Cancelled();
       this.scheduler.cancelAll();
       this.closeLoaded();
-      if (cancelled) throw new Cancelled();
-      const bytesTotal = shards(dir).reduce((n, s) => n + s.bytes, 0);
-      const last = this.store().readWorkspace().lastLoad;
+      const bytesTotal = info.bytes;
       const t0 = Date.now();
-      this.progress = { modelPath: dir, phase: 'opening', bytesTotal, elapsedMs: 0 };
-      if (last && last.bytes > 0) this.progress.estimateMs = Math.round((last.ms * bytesTotal) / last.bytes);
-      this.phase = 'loading';
-      this.problem = undefined;
       this.events.changed();
       const tick = setInterval(() => this.report(t0), 500);
       try {
@@ -160,7 +182,7 @@ export class EngineHost {
           const completion = model.session({
             maxContext: completionContext,
             threads,
-            checkpointBytes: Math.max(MIN_CHECKPOINT_BYTES, COMPLETION_CHECKPOINTS * (plan.recurrentState + plan.kvCache)),
+            checkpointBytes: COMPLETION_CHECKPOINTS * (plan.recurrentState + plan.kvCache),
           });
           let chat;
           try {
@@ -178,9 +200,10 @@ export class EngineHost {
             completion: new EngineSession(completion, this.scheduler),
             chat: new EngineSession(chat, this.scheduler),
             fingerprint: fingerprint(dir),
+            info,
           };
-          const ms = Date.now() - t0;
-          this.store().updateWorkspace({ lastLoad: { bytes: bytesTotal, ms } });
+          // Best effort: a failed write is the store's problem to report, never the load's.
+          this.store().updateWorkspace({ lastLoad: { bytes: bytesTotal, ms: Date.now() - t0 } });
           return loaded;
         } catch (e) {
           tokenizer?.close();
@@ -202,25 +225,35 @@ export class EngineHost {
       const loaded = await run;
       this.loaded = loaded;
       this.chatHeld = undefined;
-      this.phase = 'ready';
-      this.progress = undefined;
-      this.problem = undefined;
+      if (newest()) {
+        this.phase = 'ready';
+        this.progress = undefined;
+        this.problem = undefined;
+      }
       return loaded;
     } catch (e) {
       const cancelledNow = cancelled || e instanceof Cancelled || (e instanceof EngineError && e.cancelled);
       const failure = cancelledNow ? undefined : modelLoadFailure(e, dir);
-      this.progress = undefined;
-      this.phase = failure && failure.kind !== 'model-missing' ? 'error' : 'no-model';
-      this.problem = failure?.problem() ?? { kind: 'no-model', action: { kind: 'load-model', title: 'Load the Model' }, message: 'The model load was cancelled.' };
+      // A newer load has its own phase and progress; this one only says how it ended.
+      if (newest()) {
+        this.progress = undefined;
+        this.phase = failure && failure.kind !== 'model-missing' ? 'error' : 'no-model';
+        this.problem = failure?.problem() ?? { kind: 'no-model', action: { kind: 'load-model', title: 'Load the Model' }, message: 'The model load was cancelled.' };
+      }
       throw failure ?? new Cancelled();
     } finally {
-      this.loading = undefined;
+      if (this.loading?.settled === run) this.loading = undefined;
+      if (newest()) {
+        this.loadingInfo = undefined;
+        for (const wake of this.loadEnded.splice(0)) wake();
+      }
       this.events.changed();
     }
   }
 
   /** Abandons a load in progress (its promise rejects with Cancelled). */
   cancelLoad(): void {
+    this.cancelledUpTo = this.loadSeq;
     this.loading?.cancel();
   }
 

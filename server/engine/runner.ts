@@ -182,6 +182,7 @@ export class EngineSession {
         break;
       }
       if (all.length >= this.maxContext) break; // the context is full: ends like the limit
+      job.sliceStart = ids.length;
       if (ids.length > 0) {
         // k3_generate leaves its last token undecoded; decode it before going on.
         const seq = all.slice();

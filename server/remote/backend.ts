@@ -11,7 +11,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { CompletionBackend } from '../completion/backend';
 import { Tokenizer } from '../engine/tokenizer';
-import { Cancelled, K3Failure } from '../errors';
+import { action, Cancelled, K3Failure } from '../errors';
 import type { EnginePhase, JobStatus, K3Problem, RemoteOptions, RemoteServerKind, RemoteStatus } from '../protocol';
 import type { Job } from '../scheduler';
 import { remoteCompletionBackend } from './completion';
@@ -32,6 +32,14 @@ export interface RemoteEvents {
   /** The phase, the problem or the running jobs changed. */
   changed(): void;
   log(message: string): void;
+  /** A problem that fails nothing but that the user should know (k3/didReportProblem). */
+  warn(problem: K3Problem): void;
+}
+
+/** Whether a URL's host is this machine: localhost, 127.0.0.0/8 or ::1. */
+export function isLoopbackHost(url: URL): boolean {
+  const host = url.hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  return host === 'localhost' || host.endsWith('.localhost') || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
 /** The API's base URL: `endpoint` with `/v1` appended unless its path ends with it. */
@@ -134,6 +142,12 @@ export class RemoteBackend {
   private apiKey: string | undefined;
   /** Which server answers, from its listing. */
   private server: RemoteServerKind | undefined;
+
+  /** True when the server spells a healed prompt end itself (`k3 serve`'s `k3_heal`): token
+   * healing needs the model's tokenizer here too, to find where to back the prompt off. */
+  get heals(): boolean {
+    return this.server === 'k3-serve' && this.tokenizer !== undefined;
+  }
   /** Set while the server does not list k3.remote.model (or refused it with a 404):
    * requests fail with it without being sent, so status and requests say the same. */
   private modelProblem: RemoteError | undefined;
@@ -194,16 +208,32 @@ export class RemoteBackend {
     this.events.log(
       `remote backend: ${this.where}, model ${this.options.model || '(the first the server lists)'}, prompts as ${this.tokenizer ? 'token ids' : 'text'}`,
     );
+    this.warnIfKeyInClear();
     await this.check();
   }
 
   /** Replaces the API key and checks the server again. */
   async setApiKey(key: string): Promise<EnginePhase> {
     this.apiKey = key || undefined;
+    this.warnIfKeyInClear();
     // A check in flight was made with the old key: wait for it, then check with the new one.
     await this.checking;
     await this.check();
     return this.phase;
+  }
+
+  /** Says so when the API key is about to go unencrypted (http://) to another machine: it
+   * is still sent (the user chose the endpoint), but anyone on the way can read it. */
+  private warnIfKeyInClear(): void {
+    if (!this.apiKey || !this.base || this.base.protocol !== 'http:' || isLoopbackHost(this.base)) return;
+    this.events.warn({
+      kind: 'remote-insecure',
+      action: action('open-remote-settings'),
+      message:
+        `The remote API key is sent unencrypted to ${this.base.host}: k3.remote.endpoint is http://, and that host is ` +
+        'not this machine, so anyone on the network path can read the key. Use an https:// endpoint, or an SSH tunnel to 127.0.0.1.',
+      detail: this.where,
+    });
   }
 
   /** Reachable, key accepted, model served (see runCheck). Sets the phase; never throws. */

@@ -2,8 +2,10 @@
 // completion service laid out (the same stable-first layout as the local engine) goes as
 // token ids when the model's tokenizer is known here, so the server reads exactly the ids
 // the local engine would and can reuse its prefix cache, with `k3_checkpoints` naming the
-// layout's stable boundaries for `k3 serve` (other servers ignore the field); without a
-// tokenizer it goes as text, its budgets estimated at CHARS_PER_TOKEN characters a token.
+// layout's stable boundaries for `k3 serve` (other servers ignore the field), and `k3_heal`
+// the healed end of the cursor's line (k3 serve only: token healing, docs/PROMPTS.md);
+// without a tokenizer it goes as text, its budgets estimated at CHARS_PER_TOKEN characters a
+// token.
 // Greedy (temperature 0), streamed; job.stop() and job.cancel() close the stream, which
 // ends generation on the server.
 import type { CompletionBackend } from '../completion/backend';
@@ -55,7 +57,7 @@ export function remoteCompletionBackend(remote: RemoteBackend): CompletionBacken
   const estimate = tokenizer ? undefined : new TextEstimate();
   return {
     encoder: tokenizer ?? (estimate as TextEstimate),
-    heals: false,
+    heals: remote.heals,
     fingerprint: `remote ${remote.where} ${remote.model ?? ''} ${tokenizer ? 'ids' : 'text'}`,
     maxContext: remote.maxContext,
     async run(job, request, stats) {
@@ -77,6 +79,8 @@ export function remoteCompletionBackend(remote: RemoteBackend): CompletionBacken
           stream: true,
           stream_options: { include_usage: true, continuous_usage_stats: true },
           ...(estimate ? {} : { k3_checkpoints: [...new Set(checkpoints)] }),
+          // k3 serve spells the healed text first and leaves it out of the answer.
+          ...(layout.heal ? { k3_heal: layout.heal } : {}),
         },
         (data) => {
           const chunk = data as CompletionChunk;

@@ -1,294 +1,413 @@
 // store.ts - the per-workspace files under storagePath (docs/PROTOCOL.md, "Workspace
 // state"): workspace.json (the chosen preset, the last load's timing), one JSON file per
 // conversation (history, versioned) and one saved engine state per conversation (written
-// by the engine, k3_state_save). Every JSON write is atomic (temporary file, fsync,
-// rename). A file that cannot be read back (not JSON, another format version, fields of
-// the wrong type) is moved to corrupt/, reported, and never stops the others from loading.
-// Saved states are bounded in total bytes and conversations in number, oldest evicted
-// first. Without a storagePath everything lives in memory only. It does not render or run
-// anything.
-import * as crypto from 'node:crypto';
+// by the engine, k3_state_save).
+//
+// Several language servers (one per window of the workspace) share the folder: every write
+// holds lock.ts's lock for a few file operations, every listing re-reads what changed on
+// disk, a history file another window changed since this one read it is never overwritten,
+// and a sweep only takes leftovers whose writer is gone. Every JSON write is atomic.
+//
+// Storage failures degrade, never disable: a folder that cannot be written (read-only, a
+// file in its place, a full disk, a lock held too long) leaves what this window has in
+// memory, reports the problem once and keeps it in storage() until a write succeeds. A file
+// that cannot be read back is set aside (corrupt/, else renamed beside itself, else left in
+// place and skipped), reported, and never deleted; a file a newer k3-code wrote is left
+// alone. Without a storagePath everything lives in memory only. It renders nothing.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { ChatMessage, ChatStopReason, K3Problem } from '../protocol';
 import { action } from '../errors';
+import type { K3Problem } from '../protocol';
+import {
+  type StoredConversation,
+  type WorkspaceFile,
+  conversationText,
+  isParseFailure,
+  parseConversation,
+  parseWorkspace,
+  stateFileName,
+  stateFileOwner,
+  workspaceText,
+} from './format';
+import { describeFsError, explainFsError, isRegularFile, processAlive, readRegularFile, signature, sweepTempFiles, writeFileAtomic } from './files';
+import { LockBusy, StoreLock } from './lock';
+import { migrateLegacyState } from './migrate';
 
-export const CONVERSATION_FORMAT = 'k3-conversation';
-export const CONVERSATION_VERSION = 1;
-export const WORKSPACE_FORMAT = 'k3-workspace';
-export const WORKSPACE_VERSION = 1;
+export type { LastLoad, SavedStateRef, StoredConversation, StoredMessage, WorkspaceFile } from './format';
+export { writeFileAtomic } from './files';
+
 /** Files set aside kept at most; older ones are deleted. */
 const CORRUPT_KEPT = 8;
 
-/** A message as stored: ChatMessage plus, for assistant turns, the exact ids. */
-export interface StoredMessage extends ChatMessage {
-  ids?: number[];
+export interface StoreOptions {
+  /** Folders an older k3-code kept this workspace's state in: their contents move here
+   * once, at the first use. */
+  legacy?: readonly string[];
+  /** What identifies the workspace (folder URIs or the workspace file), recorded in
+   * workspace.json for people looking at the folder. */
+  workspace?: readonly string[];
 }
 
-export interface SavedStateRef {
-  /** File name under conversations/. */
-  file: string;
-  /** Tokens the state holds (the conversation's rendering up to its last turn). */
-  tokens: number;
-  /** Fingerprint of the model that wrote it (server/engine/host.ts). */
-  model: string;
-  bytes: number;
-}
-
-export interface StoredConversation {
-  id: string;
-  title: string;
-  createdAt: number;
-  updatedAt: number;
-  thinking: boolean;
-  messages: StoredMessage[];
-  state: SavedStateRef | null;
-}
-
-export interface LastLoad {
-  bytes: number;
-  ms: number;
-}
-
-export interface WorkspaceFile {
-  preset?: string;
-  lastLoad?: LastLoad;
-}
-
-/** Writes data to file atomically: a temporary file beside it, fsync, rename. */
-export function writeFileAtomic(file: string, data: string | Buffer): void {
-  const tmp = `${file}.tmp-${process.pid}-${crypto.randomBytes(4).toString('hex')}`;
-  const fd = fs.openSync(tmp, 'w');
-  try {
-    fs.writeSync(fd, typeof data === 'string' ? Buffer.from(data) : data);
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-  try {
-    fs.renameSync(tmp, file);
-  } catch (e) {
-    fs.rmSync(tmp, { force: true });
-    throw e;
-  }
-}
-
-const isStr = (v: unknown): v is string => typeof v === 'string';
-const isNum = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
-const STOP_REASONS: readonly ChatStopReason[] = ['stop-token', 'length', 'stopped'];
-
-function parseMessage(v: unknown): StoredMessage | string {
-  const m = v as Record<string, unknown>;
-  if (!m || typeof m !== 'object') return 'a message is not an object';
-  if (!isStr(m.id) || (m.role !== 'user' && m.role !== 'assistant') || !isStr(m.content) || !isStr(m.reasoning) || !isNum(m.createdAt))
-    return `message ${String(m.id)} lacks id, role, content, reasoning or createdAt`;
-  const out: StoredMessage = { id: m.id, role: m.role, content: m.content, reasoning: m.reasoning, createdAt: m.createdAt };
-  if (m.stopReason !== undefined) {
-    if (!STOP_REASONS.includes(m.stopReason as ChatStopReason)) return `message ${m.id} has stopReason ${String(m.stopReason)}`;
-    out.stopReason = m.stopReason as ChatStopReason;
-  }
-  if (m.ids !== undefined) {
-    if (!Array.isArray(m.ids) || !m.ids.every((i) => Number.isInteger(i) && i >= 0)) return `message ${m.id} has bad ids`;
-    out.ids = m.ids as number[];
-  }
-  return out;
-}
-
-/** The conversation in `text`, or why it is not one. */
-export function parseConversation(text: string): StoredConversation | string {
-  let v: Record<string, unknown>;
-  try {
-    v = JSON.parse(text) as Record<string, unknown>;
-  } catch (e) {
-    return `not JSON (${(e as Error).message})`;
-  }
-  if (!v || typeof v !== 'object' || v.format !== CONVERSATION_FORMAT) return 'not a k3 conversation file';
-  if (v.version !== CONVERSATION_VERSION) return `format version ${String(v.version)}, this server reads ${CONVERSATION_VERSION}`;
-  if (!isStr(v.id) || !isStr(v.title) || !isNum(v.createdAt) || !isNum(v.updatedAt) || typeof v.thinking !== 'boolean' || !Array.isArray(v.messages))
-    return 'a field is missing or of the wrong type';
-  const messages: StoredMessage[] = [];
-  for (const raw of v.messages) {
-    const m = parseMessage(raw);
-    if (typeof m === 'string') return m;
-    messages.push(m);
-  }
-  let state: SavedStateRef | null = null;
-  if (v.state !== null && v.state !== undefined) {
-    const s = v.state as Record<string, unknown>;
-    if (!isStr(s.file) || !isNum(s.tokens) || !isStr(s.model) || !isNum(s.bytes) || path.basename(s.file) !== s.file)
-      return 'the saved-state reference is malformed';
-    state = { file: s.file, tokens: s.tokens, model: s.model, bytes: s.bytes };
-  }
-  return { id: v.id, title: v.title, createdAt: v.createdAt, updatedAt: v.updatedAt, thinking: v.thinking, messages, state };
+export interface StorageStatus {
+  /** The folder; absent when nothing is kept between runs (no storagePath). */
+  path?: string;
+  /** Why this window's chat history and choices cannot be saved now; absent when they can. */
+  problem?: K3Problem;
 }
 
 export class WorkspaceStore {
-  private conversations: Map<string, StoredConversation> | undefined;
-  private workspace: WorkspaceFile | undefined;
+  private readonly conversations = new Map<string, StoredConversation>();
+  /** Each history file's signature as this store last read or wrote it, by file name. */
+  private readonly seen = new Map<string, string>();
+  /** `name@signature` of files that could not be read nor set aside: skipped, not re-reported. */
+  private readonly skipped = new Set<string>();
+  /** Conversations only this window has: their last write failed. */
+  private readonly unsaved = new Set<string>();
+  private workspace: WorkspaceFile = {};
+  /** workspace.json's signature when last read; null: not read yet. */
+  private workspaceSig: string | undefined | null = null;
+  /** Workspace values whose write failed, kept on top of the file's. */
+  private workspaceUnsaved: Partial<WorkspaceFile> = {};
+  private opened = false;
+  private writeProblem: K3Problem | undefined;
+  private lastReported: string | undefined;
+  private readonly lock: StoreLock | undefined;
 
   /** root: storagePath, or undefined for memory only. report: problems handled. */
   constructor(
     readonly root: string | undefined,
     private readonly report: (p: K3Problem) => void,
-  ) {}
+    private readonly options: StoreOptions = {},
+  ) {
+    this.lock = root ? new StoreLock(path.join(root, 'lock')) : undefined;
+  }
 
   private get convDir(): string | undefined {
     return this.root && path.join(this.root, 'conversations');
   }
 
-  private ensureDir(dir: string): void {
-    fs.mkdirSync(dir, { recursive: true });
+  /** Where state is kept, and why it cannot be saved now (if so). */
+  storage(): StorageStatus {
+    this.open();
+    const s: StorageStatus = {};
+    if (this.root) s.path = this.root;
+    if (this.writeProblem) s.problem = this.writeProblem;
+    return s;
   }
 
-  /** Moves file to corrupt/ (keeping the newest few) and reports why. */
+  /** First use: the folder, leftovers of writes cut by a crash, the old location's state. */
+  private open(): void {
+    if (this.opened || !this.root) return;
+    this.opened = true;
+    const root = this.root;
+    try {
+      fs.mkdirSync(root, { recursive: true });
+    } catch (e) {
+      this.failed('This workspace’s state', e);
+      return;
+    }
+    sweepTempFiles(root);
+    const legacy = this.options.legacy ?? [];
+    if (legacy.length) {
+      this.write('Moving the chat history from its old folder', () => {
+        for (const p of migrateLegacyState(root, legacy)) this.report(p);
+      });
+    }
+    if (this.options.workspace?.length && JSON.stringify(this.readWorkspace().workspace) !== JSON.stringify(this.options.workspace)) {
+      this.updateWorkspace({ workspace: [...this.options.workspace] });
+    }
+  }
+
+  /** Runs a write under the lock. A failure becomes the storage problem (reported when it
+   * is new); a success clears it. */
+  private write<T>(what: string, fn: () => T): { ok: true; value: T } | { ok: false; problem: K3Problem } {
+    if (!this.root || !this.lock) return { ok: true, value: fn() };
+    this.open();
+    try {
+      fs.mkdirSync(this.root, { recursive: true });
+      const value = this.lock.hold(fn);
+      this.writeProblem = undefined;
+      this.lastReported = undefined;
+      return { ok: true, value };
+    } catch (e) {
+      return { ok: false, problem: this.failed(what, e) };
+    }
+  }
+
+  private failed(what: string, e: unknown): K3Problem {
+    // One sentence per cause (not per operation), so a folder that cannot be written is
+    // reported once however many writes meet it.
+    const message =
+      e instanceof LockBusy
+        ? `${what} was not saved: ${e.message}.`
+        : `This workspace’s chat history and choices cannot be saved: ${explainFsError(e)}. Completions and chat still work; this window keeps its chat history until it closes.`;
+    const problem: K3Problem = { kind: 'storage-unavailable', action: action('none'), message, detail: describeFsError(e) };
+    this.writeProblem = problem;
+    if (this.lastReported !== problem.message) {
+      this.lastReported = problem.message;
+      this.report(problem);
+    }
+    return problem;
+  }
+
+  /** Moves a file that cannot be used out of the way and reports why: into corrupt/
+   * (keeping the newest few), else renamed beside itself, else left in place and skipped
+   * from now on. Never deletes it. */
   setAside(file: string, kind: 'file-corrupt' | 'state-incompatible', message: string, detail?: string): K3Problem {
-    let moved = '';
+    let outcome = '';
     if (this.root && fs.existsSync(file)) {
+      const stamp = Date.now();
       const dir = path.join(this.root, 'corrupt');
-      try {
-        this.ensureDir(dir);
-        moved = path.join(dir, `${path.basename(file)}.${Date.now()}`);
-        fs.renameSync(file, moved);
-        const kept = fs
-          .readdirSync(dir)
-          .map((f) => ({ f, t: fs.statSync(path.join(dir, f)).mtimeMs }))
-          .sort((a, b) => b.t - a.t);
-        for (const old of kept.slice(CORRUPT_KEPT)) fs.rmSync(path.join(dir, old.f), { force: true });
-      } catch {
-        fs.rmSync(file, { force: true });
-        moved = '';
+      const moved = this.write('A file set aside', () => {
+        try {
+          fs.mkdirSync(dir, { recursive: true });
+          const to = path.join(dir, `${path.basename(file)}.${stamp}`);
+          fs.renameSync(file, to);
+          this.trimCorrupt(dir);
+          return to;
+        } catch {
+          const to = `${file}.corrupt-${stamp}`;
+          fs.renameSync(file, to);
+          return to;
+        }
+      });
+      if (moved.ok) {
+        outcome = ` It was moved to ${moved.value}.`;
+      } else {
+        const sig = signature(file);
+        if (sig) this.skipped.add(`${path.basename(file)}@${sig}`);
+        outcome = ` It could not be moved aside (${moved.problem.detail}), so it stays where it is and is skipped.`;
       }
     }
-    const problem: K3Problem = {
-      kind,
-      action: action('none'),
-      message: moved ? `${message} It was moved to ${moved}.` : message,
-      detail: detail ?? file,
-    };
+    const problem: K3Problem = { kind, action: action('none'), message: `${message}${outcome}`, detail: detail ?? file };
     this.report(problem);
     return problem;
   }
 
-  // ---- workspace.json
-
-  readWorkspace(): WorkspaceFile {
-    if (this.workspace) return this.workspace;
-    this.workspace = {};
-    if (!this.root) return this.workspace;
-    const file = path.join(this.root, 'workspace.json');
-    if (!fs.existsSync(file)) return this.workspace;
-    try {
-      const v = JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>;
-      if (v.format !== WORKSPACE_FORMAT || v.version !== WORKSPACE_VERSION) throw new Error(`format ${String(v.format)} version ${String(v.version)}`);
-      if (isStr(v.preset)) this.workspace.preset = v.preset;
-      const l = v.lastLoad as Record<string, unknown> | undefined;
-      if (l && isNum(l.bytes) && isNum(l.ms)) this.workspace.lastLoad = { bytes: l.bytes, ms: l.ms };
-    } catch (e) {
-      this.setAside(file, 'file-corrupt', 'The workspace settings file could not be read; the defaults are used.', (e as Error).message);
-    }
-    return this.workspace;
+  private trimCorrupt(dir: string): void {
+    const kept = fs
+      .readdirSync(dir)
+      .flatMap((f) => {
+        const sig = fs.statSync(path.join(dir, f), { throwIfNoEntry: false });
+        return sig ? [{ f, t: sig.mtimeMs }] : [];
+      })
+      .sort((a, b) => b.t - a.t);
+    for (const old of kept.slice(CORRUPT_KEPT)) fs.rmSync(path.join(dir, old.f), { force: true, recursive: true });
   }
 
-  updateWorkspace(change: Partial<WorkspaceFile>): void {
-    this.workspace = { ...this.readWorkspace(), ...change };
-    if (!this.root) return;
-    this.ensureDir(this.root);
-    writeFileAtomic(
-      path.join(this.root, 'workspace.json'),
-      `${JSON.stringify({ format: WORKSPACE_FORMAT, version: WORKSPACE_VERSION, ...this.workspace }, null, 1)}\n`,
-    );
+  // ---- workspace.json
+
+  /** The workspace's values, re-read when another window changed the file. */
+  readWorkspace(): WorkspaceFile {
+    this.open();
+    if (!this.root) return { ...this.workspace, ...this.workspaceUnsaved };
+    const file = path.join(this.root, 'workspace.json');
+    const sig = signature(file);
+    if (sig !== this.workspaceSig) {
+      this.workspaceSig = sig;
+      this.workspace = sig === undefined ? {} : this.parseWorkspaceFile(file, sig);
+    }
+    return { ...this.workspace, ...this.workspaceUnsaved };
+  }
+
+  private parseWorkspaceFile(file: string, sig: string): WorkspaceFile {
+    if (this.skipped.has(`workspace.json@${sig}`)) return {};
+    const read = readRegularFile(file);
+    const parsed = 'text' in read ? parseWorkspace(read.text) : { problem: `workspace.json ${read.problem}` };
+    if (!isParseFailure(parsed)) return parsed;
+    if (parsed.newer) {
+      this.skipped.add(`workspace.json@${sig}`);
+      this.report({ kind: 'file-corrupt', action: action('none'), message: 'A newer k3-code wrote the workspace settings file; it is left as it is and the defaults are used.', detail: parsed.problem });
+      return {};
+    }
+    this.setAside(file, 'file-corrupt', 'The workspace settings file could not be read; the defaults are used.', parsed.problem);
+    return {};
+  }
+
+  /** Merges `change` into workspace.json (re-read under the lock, so another window's
+   * values stay). Returns the storage problem when it could not be written; the change is
+   * kept in memory then. */
+  updateWorkspace(change: Partial<WorkspaceFile>): K3Problem | undefined {
+    const root = this.root;
+    this.readWorkspace();
+    if (!root) {
+      this.workspace = { ...this.workspace, ...change };
+      return undefined;
+    }
+    const file = path.join(root, 'workspace.json');
+    const r = this.write('This workspace’s choices', () => {
+      this.workspaceSig = null;
+      const next = { ...this.readWorkspace(), ...change };
+      writeFileAtomic(file, workspaceText(next));
+      this.workspace = next;
+      this.workspaceSig = signature(file);
+    });
+    if (r.ok) {
+      this.workspaceUnsaved = {};
+      return undefined;
+    }
+    this.workspaceUnsaved = { ...this.workspaceUnsaved, ...change };
+    return r.problem;
   }
 
   // ---- conversations
 
-  private load(): Map<string, StoredConversation> {
-    if (this.conversations) return this.conversations;
-    this.conversations = new Map();
+  /** Brings the in-memory conversations up to date with the folder: files another window
+   * wrote are read, files it deleted are dropped, leftovers of dead writers removed. */
+  private scan(): void {
+    this.open();
     const dir = this.convDir;
-    if (!dir || !fs.existsSync(dir)) return this.conversations;
-    for (const f of fs.readdirSync(dir).sort()) {
-      const file = path.join(dir, f);
-      if (f.includes('.tmp-')) {
-        fs.rmSync(file, { force: true }); // a write that never finished
-        continue;
-      }
-      if (!f.endsWith('.json')) continue;
-      let parsed: StoredConversation | string;
-      try {
-        parsed = parseConversation(fs.readFileSync(file, 'utf8'));
-      } catch (e) {
-        parsed = (e as Error).message;
-      }
-      if (typeof parsed === 'string' || `${parsed.id}.json` !== f) {
-        this.setAside(
-          file,
-          'file-corrupt',
-          `The chat history file ${f} could not be read, so that conversation is not listed.`,
-          typeof parsed === 'string' ? parsed : `it names conversation ${parsed.id}`,
-        );
-        continue;
-      }
-      if (parsed.state && !fs.existsSync(path.join(dir, parsed.state.file))) parsed.state = null;
-      this.conversations.set(parsed.id, parsed);
+    if (!dir) return;
+    let names: string[];
+    try {
+      names = fs.readdirSync(dir).sort();
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') this.failed('Chat history', e);
+      names = [];
     }
-    // Saved states no conversation refers to are leftovers.
+    sweepTempFiles(dir);
+    const onDisk = new Set<string>();
+    for (const name of names) {
+      if (!name.endsWith('.json')) continue;
+      const id = name.slice(0, -'.json'.length);
+      const file = path.join(dir, name);
+      const sig = signature(file);
+      if (sig === undefined) continue;
+      if (this.unsaved.has(id) || (this.seen.get(name) === sig && this.conversations.has(id))) {
+        onDisk.add(id);
+        continue;
+      }
+      if (this.skipped.has(`${name}@${sig}`)) continue;
+      const c = this.readConversation(file, name, sig);
+      if (!c) continue;
+      this.conversations.set(id, c);
+      this.seen.set(name, sig);
+      onDisk.add(id);
+    }
+    for (const id of [...this.conversations.keys()]) {
+      if (!onDisk.has(id) && !this.unsaved.has(id)) {
+        this.conversations.delete(id);
+        this.seen.delete(`${id}.json`);
+      }
+    }
+    // Saved states no conversation refers to, whose writer is gone, are leftovers.
     const referenced = new Set([...this.conversations.values()].flatMap((c) => (c.state ? [c.state.file] : [])));
-    for (const f of fs.readdirSync(dir)) {
-      if (f.endsWith('.k3state') && !referenced.has(f)) fs.rmSync(path.join(dir, f), { force: true });
+    for (const name of names) {
+      if (!name.endsWith('.k3state') || referenced.has(name)) continue;
+      const pid = stateFileOwner(name);
+      if (pid !== undefined && (pid === process.pid || processAlive(pid))) continue;
+      fs.rmSync(path.join(dir, name), { force: true });
     }
-    return this.conversations;
+  }
+
+  private readConversation(file: string, name: string, sig: string): StoredConversation | undefined {
+    const read = readRegularFile(file);
+    const parsed = 'text' in read ? parseConversation(read.text) : { problem: `${name} ${read.problem}` };
+    if (isParseFailure(parsed)) {
+      if (parsed.newer) {
+        this.skipped.add(`${name}@${sig}`);
+        this.report({
+          kind: 'file-corrupt',
+          action: action('none'),
+          message: `The chat history file ${name} was written by a newer k3-code; it is left as it is and not listed.`,
+          detail: parsed.problem,
+        });
+      } else {
+        this.setAside(file, 'file-corrupt', `The chat history file ${name} could not be read, so that conversation is not listed.`, parsed.problem);
+      }
+      return undefined;
+    }
+    if (`${parsed.id}.json` !== name) {
+      this.setAside(file, 'file-corrupt', `The chat history file ${name} could not be read, so that conversation is not listed.`, `it names conversation ${parsed.id}`);
+      return undefined;
+    }
+    if (parsed.state && !isRegularFile(path.join(path.dirname(file), parsed.state.file))) parsed.state = null;
+    return parsed;
   }
 
   /** Newest first. */
   list(): StoredConversation[] {
-    return [...this.load().values()].sort((a, b) => b.updatedAt - a.updatedAt);
+    this.scan();
+    return this.sorted();
+  }
+
+  private sorted(): StoredConversation[] {
+    return [...this.conversations.values()].sort((a, b) => b.updatedAt - a.updatedAt);
   }
 
   get(id: string): StoredConversation | undefined {
-    return this.load().get(id);
+    this.scan();
+    return this.conversations.get(id);
   }
 
-  /** Where the engine state of conversation `id` is saved. */
-  statePath(id: string): string | undefined {
+  /** A new file for the engine state of conversation `id` (its folder made); undefined
+   * when nothing is kept or the folder cannot be made (the storage problem says why). */
+  newStatePath(id: string): string | undefined {
     const dir = this.convDir;
     if (!dir) return undefined;
-    this.load(); // before a new file appears, so the leftover sweep cannot take it
-    this.ensureDir(dir);
-    return path.join(dir, `${id}.k3state`);
+    const r = this.write('The saved engine state', () => fs.mkdirSync(dir, { recursive: true }));
+    return r.ok ? path.join(dir, stateFileName(id, Date.now(), process.pid)) : undefined;
   }
 
   stateFile(c: StoredConversation): string | undefined {
     return c.state && this.convDir ? path.join(this.convDir, c.state.file) : undefined;
   }
 
-  /** Records the conversation (atomically on disk). */
-  put(c: StoredConversation): void {
-    this.load().set(c.id, c);
+  /** Records the conversation (atomically on disk). Returns a problem when it was not
+   * written: the storage cannot be written (the conversation stays in this window's memory),
+   * or another window changed the file since this one read it (that version wins). */
+  put(c: StoredConversation): K3Problem | undefined {
+    this.conversations.set(c.id, c);
     const dir = this.convDir;
-    if (!dir) return;
-    this.ensureDir(dir);
-    writeFileAtomic(
-      path.join(dir, `${c.id}.json`),
-      `${JSON.stringify({ format: CONVERSATION_FORMAT, version: CONVERSATION_VERSION, ...c })}\n`,
-    );
+    if (!dir) return undefined;
+    const name = `${c.id}.json`;
+    const file = path.join(dir, name);
+    const r = this.write('This conversation', () => {
+      fs.mkdirSync(dir, { recursive: true });
+      const now = signature(file);
+      const known = this.seen.get(name);
+      if (now !== undefined && known !== undefined && now !== known && !this.unsaved.has(c.id)) return false;
+      writeFileAtomic(file, conversationText(c));
+      this.seen.set(name, signature(file) ?? '');
+      return true;
+    });
+    if (!r.ok) {
+      this.unsaved.add(c.id);
+      return r.problem;
+    }
+    this.unsaved.delete(c.id);
+    if (r.value) return undefined;
+    const problem: K3Problem = {
+      kind: 'conversation-changed',
+      action: action('none'),
+      message: 'Another window of this workspace added to this conversation while this reply was written, so this reply was not kept; the conversation shows the other window’s version.',
+      detail: file,
+    };
+    this.report(problem);
+    return problem;
   }
 
   /** Forgets a conversation's saved state (the file goes; the history stays). */
   dropState(c: StoredConversation): void {
     const file = this.stateFile(c);
-    if (file) fs.rmSync(file, { force: true });
+    if (file) this.write('Removing a saved engine state', () => fs.rmSync(file, { force: true }));
     c.state = null;
     this.put(c);
   }
 
   delete(id: string): boolean {
-    const c = this.load().get(id);
+    this.scan();
+    const c = this.conversations.get(id);
     if (!c) return false;
-    this.load().delete(id);
+    this.conversations.delete(id);
+    this.unsaved.delete(id);
+    this.seen.delete(`${id}.json`);
     const dir = this.convDir;
     if (dir) {
-      fs.rmSync(path.join(dir, `${id}.json`), { force: true });
-      if (c.state) fs.rmSync(path.join(dir, c.state.file), { force: true });
+      this.write('Deleting a conversation', () => {
+        fs.rmSync(path.join(dir, `${id}.json`), { force: true });
+        if (c.state) fs.rmSync(path.join(dir, c.state.file), { force: true });
+      });
     }
     return true;
   }
@@ -296,7 +415,7 @@ export class WorkspaceStore {
   /** Evicts the oldest: conversations past maxConversations, then saved states until they
    * total at most maxBytes. `keep` (the conversation just saved) goes last. */
   enforceLimits(maxBytes: number, maxConversations: number, keep?: string): void {
-    const byAge = this.list().reverse(); // oldest first
+    const byAge = this.sorted().reverse(); // oldest first
     const order = [...byAge.filter((c) => c.id !== keep), ...byAge.filter((c) => c.id === keep)];
     let count = order.length;
     for (const c of order) {
@@ -305,27 +424,38 @@ export class WorkspaceStore {
       this.delete(c.id);
       count--;
     }
-    let bytes = this.list().reduce((n, c) => n + (c.state?.bytes ?? 0), 0);
+    let bytes = this.sorted().reduce((n, c) => n + (c.state?.bytes ?? 0), 0);
     for (const c of order) {
       if (bytes <= maxBytes) break;
-      if (!this.get(c.id) || !c.state) continue;
+      if (!this.conversations.has(c.id) || !c.state) continue;
       bytes -= c.state.bytes;
       this.dropState(c);
     }
   }
 
-  /** Deletes every file this store keeps; returns how many. */
+  /** Deletes every file this store keeps; returns how many. Throws the storage problem's
+   * message when the folder cannot be changed. */
   clear(): number {
-    let n = 0;
-    this.conversations = new Map();
+    this.conversations.clear();
+    this.unsaved.clear();
+    this.seen.clear();
     this.workspace = {};
-    if (!this.root || !fs.existsSync(this.root)) return 0;
-    for (const name of ['workspace.json', 'conversations', 'corrupt']) {
-      const p = path.join(this.root, name);
-      if (!fs.existsSync(p)) continue;
-      n += fs.statSync(p).isDirectory() ? fs.readdirSync(p).length : 1;
-      fs.rmSync(p, { recursive: true, force: true });
-    }
-    return n;
+    this.workspaceUnsaved = {};
+    this.workspaceSig = null;
+    const root = this.root;
+    if (!root || !fs.existsSync(root)) return 0;
+    const r = this.write('Clearing this workspace’s state', () => {
+      let n = 0;
+      for (const name of ['workspace.json', 'conversations', 'corrupt']) {
+        const p = path.join(root, name);
+        const st = fs.lstatSync(p, { throwIfNoEntry: false });
+        if (!st) continue;
+        n += st.isDirectory() ? fs.readdirSync(p).length : 1;
+        fs.rmSync(p, { recursive: true, force: true });
+      }
+      return n;
+    });
+    if (!r.ok) throw new Error(r.problem.message);
+    return r.value;
   }
 }

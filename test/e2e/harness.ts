@@ -36,12 +36,9 @@ export interface SessionOptions {
   files?: Record<string, string>;
 }
 
-export interface Session {
+/** One workbench window (a browser page) and what tests do in it. */
+export interface Window {
   page: Page;
-  context: BrowserContext;
-  workspace: string;
-  /** Every URL the workbench and its webviews asked for. */
-  requests: string[];
   /** The chat view's page (the inner frame of the webview). */
   chatFrame(): FrameLocator;
   statusItem(): Locator;
@@ -51,7 +48,48 @@ export interface Session {
   screenshot(name: string): Promise<string>;
   /** Reloads the window: a new extension host, the same workspace. */
   reload(): Promise<void>;
+}
+
+export interface Session extends Window {
+  context: BrowserContext;
+  workspace: string;
+  /** Every URL the workbench and its webviews asked for. */
+  requests: string[];
+  /** Opens another window on the same workspace (its own extension host and language server). */
+  openWindow(): Promise<Window>;
   close(): Promise<void>;
+}
+
+/** The helpers of one window on `page`. */
+function windowOn(page: Page): Window {
+  return {
+    page,
+    chatFrame: () => page.frameLocator(`iframe.webview.ready[src*="extensionId=${EXTENSION_ID}"]`).frameLocator('iframe#active-frame'),
+    statusItem: () => page.locator(STATUS_ITEM),
+    statusLabel: async () => {
+      const item = page.locator(STATUS_ITEM);
+      const label = (await item.getAttribute('aria-label')) ?? (await item.locator('[aria-label]').first().getAttribute('aria-label'));
+      return label ?? '';
+    },
+    runCommand: async (title) => {
+      await page.keyboard.press('F1');
+      const box = page.locator('.quick-input-widget .quick-input-box input');
+      await box.waitFor();
+      await box.fill(`>${title}`);
+      await page.locator('.quick-input-list .monaco-list-row.focused', { hasText: title }).waitFor();
+      await page.keyboard.press('Enter');
+    },
+    screenshot: async (name) => {
+      fs.mkdirSync(RESULTS, { recursive: true });
+      const file = path.join(RESULTS, `${name.replace(/[^a-z0-9-]+/gi, '-')}.png`);
+      await page.screenshot({ path: file, animations: 'disabled' });
+      return file;
+    },
+    reload: async () => {
+      await page.reload();
+      await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+    },
+  };
 }
 
 function freePort(): Promise<number> {
@@ -172,36 +210,17 @@ export async function startSession(options: SessionOptions = {}): Promise<Sessio
     await page.goto(workbench);
     await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
 
+    const opened = context;
     const session: Session = {
-      page,
+      ...windowOn(page),
       context,
       workspace: dirs.ws,
       requests,
-      chatFrame: () =>
-        page.frameLocator(`iframe.webview.ready[src*="extensionId=${EXTENSION_ID}"]`).frameLocator('iframe#active-frame'),
-      statusItem: () => page.locator(STATUS_ITEM),
-      statusLabel: async () => {
-        const item = page.locator(STATUS_ITEM);
-        const label = (await item.getAttribute('aria-label')) ?? (await item.locator('[aria-label]').first().getAttribute('aria-label'));
-        return label ?? '';
-      },
-      runCommand: async (title) => {
-        await page.keyboard.press('F1');
-        const box = page.locator('.quick-input-widget .quick-input-box input');
-        await box.waitFor();
-        await box.fill(`>${title}`);
-        await page.locator('.quick-input-list .monaco-list-row.focused', { hasText: title }).waitFor();
-        await page.keyboard.press('Enter');
-      },
-      screenshot: async (name) => {
-        fs.mkdirSync(RESULTS, { recursive: true });
-        const file = path.join(RESULTS, `${name.replace(/[^a-z0-9-]+/gi, '-')}.png`);
-        await page.screenshot({ path: file, animations: 'disabled' });
-        return file;
-      },
-      reload: async () => {
-        await page.reload();
-        await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+      openWindow: async () => {
+        const other = await opened.newPage();
+        await other.goto(workbench);
+        await other.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+        return windowOn(other);
       },
       close: stop,
     };
@@ -216,7 +235,7 @@ export async function startSession(options: SessionOptions = {}): Promise<Sessio
 }
 
 /** Runs one test step; on failure saves a screenshot named after the step and rethrows. */
-export async function step<T>(session: Session, name: string, body: () => Promise<T>): Promise<T> {
+export async function step<T>(session: Window, name: string, body: () => Promise<T>): Promise<T> {
   try {
     return await body();
   } catch (e) {
@@ -226,7 +245,7 @@ export async function step<T>(session: Session, name: string, body: () => Promis
 }
 
 /** Waits until the status bar item's label matches `re`; returns the label. */
-export async function waitForStatus(session: Session, re: RegExp, timeoutMs = 60_000): Promise<string> {
+export async function waitForStatus(session: Window, re: RegExp, timeoutMs = 60_000): Promise<string> {
   await session.page.waitForFunction(
     ({ selector, source }) => {
       const el = document.querySelector(selector);
@@ -244,7 +263,7 @@ export async function waitForStatus(session: Session, re: RegExp, timeoutMs = 60
  * cursor's line (the workbench splits it by syntax colour) in order, non-breaking spaces as
  * spaces. Single-line completions only (the multi-line remainder is a separate view zone).
  */
-export async function ghostText(session: Session, timeoutMs = 60_000): Promise<string> {
+export async function ghostText(session: Window, timeoutMs = 60_000): Promise<string> {
   const handle = await session.page.waitForFunction(
     () => {
       const spans = document.querySelectorAll('.editor-instance .monaco-editor .view-line .ghost-text-decoration');

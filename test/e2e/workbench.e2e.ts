@@ -85,7 +85,7 @@ test('a chat message streams a reply into the panel, Stop ends it, and it surviv
     // A piece of the reply has arrived while it is still streaming (content or reasoning).
     const streaming = chat.locator('.message.assistant[data-state="streaming"]').filter({ has: chat.locator('.content :is(p, pre, li), .reasoning') });
     await streaming.waitFor({ timeout: 120_000 });
-    await s.screenshot('docs-chat-panel');
+    await s.screenshot('chat-fixture');
     await chat.locator('#stop').click();
     await chat.locator('.message.assistant[data-state="stopped"], .message.assistant[data-state="done"]').waitFor({ timeout: 60_000 });
     await s.reload();

@@ -64,6 +64,26 @@ test('prefill batch size and thread count never change a bit', () => {
   model.close();
 });
 
+test('a long prompt with every position\'s logits gives the same bits in batches of 128, 32, 7 and 1', () => {
+  // 80 positions: more than the 32 logits rows one forward pass computes, so a context
+  // with batch 128 cuts the passes that want logits; the cut changes no bit.
+  const model = openModel();
+  const prompt = Array.from({ length: 80 }, (_, i) => PROMPT[i % PROMPT.length] + 1000 * (i % 5));
+  const run = (batch: number, threads: number) => {
+    const ctx = new engine.Context(model, { maxContext: 128, batch, threads });
+    const out = ctx.decode(Int32Array.from(prompt), prompt.length, true);
+    ctx.close();
+    return out;
+  };
+  const reference = run(1, 1);
+  for (const [batch, threads] of [[128, 1], [128, 2], [32, 2], [7, 1]]) {
+    const got = run(batch, threads);
+    assert.ok(bitIdentical(got.logits, reference.logits), `batch ${batch}, ${threads} threads: logits`);
+    assert.deepEqual(Array.from(got.argmax ?? []), Array.from(reference.argmax ?? []), `batch ${batch}: argmax`);
+  }
+  model.close();
+});
+
 test('decode refuses a token outside the vocabulary and a sequence past the context, changing nothing', () => {
   const model = openModel();
   const ctx = new engine.Context(model, { maxContext: 8 });

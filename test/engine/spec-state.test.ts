@@ -87,7 +87,22 @@ test('a saved and resumed sequence continues bit for bit like an uninterrupted o
   }
 });
 
-test('state files that are truncated, corrupted, from another model or another architecture are refused', () => {
+/** FNV-1a 64 of bytes (the state file's payload checksum, native/src/hash.c). */
+function fnv1a64(bytes: Buffer): bigint {
+  let h = 0xcbf29ce484222325n;
+  for (const b of bytes) h = BigInt.asUintN(64, (h ^ BigInt(b)) * 0x100000001b3n);
+  return h;
+}
+
+/** A copy of a state file changed by edit, with its checksum made valid again. */
+function forged(state: Buffer, edit: (b: Buffer) => void): Buffer {
+  const b = Buffer.from(state);
+  edit(b);
+  b.writeBigUInt64LE(fnv1a64(b.subarray(96)), 88);
+  return b;
+}
+
+test('state files that are truncated, corrupted, forged, from another model or another architecture are refused', () => {
   const model = ensureFixture();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-state-'));
   try {
@@ -100,6 +115,14 @@ test('state files that are truncated, corrupted, from another model or another a
       ['another architecture', (() => { const b = Buffer.from(good); b.writeUInt32LE(b.readUInt32LE(16) + 1, 16); return b; })(), /another architecture: hidden_size 65, this model has 64/, model],
       ['not a state file', Buffer.from('hello, this is not a state file at all, not even close'), /is not a k3 state file/, model],
       ['another model', good, /saved by another model/, ensureFixture({ gate: 'softplus' })],
+      // A checksum only says the bytes are the ones written; these are written with a valid
+      // one, and each value must still be refused.
+      ['a token count of 2^31 - 1', (() => { const b = Buffer.from(good); b.writeUInt32LE(0x7fffffff, 72); return b; })(), /it says 2147483647 tokens, but its payload of \d+ bytes cannot hold their ids/, model],
+      ['a token id outside the vocabulary', forged(good, (b) => b.writeInt32LE(163840, 96 + 4 * 2)), /token 2 of 5 is id 163840, outside the vocabulary \[0, 163840\)/, model],
+      ['a negative token id', forged(good, (b) => b.writeInt32LE(-7, 96)), /token 0 of 5 is id -7/, model],
+      ['no next token after five', forged(good, (b) => b.writeInt32LE(-1, 96 + 4 * 5)), /the next token is -1, expected an id in the vocabulary/, model],
+      ['a NaN in the KDA state', forged(good, (b) => b.writeFloatLE(Number.NaN, 96 + 4 * 6 + 4 * 10)), /the KDA state's float 10 of \d+ is NaN/, model],
+      ['an infinity in the MLA cache', forged(good, (b) => b.writeFloatLE(Number.POSITIVE_INFINITY, b.length - 4)), /the MLA cache's float \d+ of \d+ is infinite/, model],
     ];
     for (const [label, bytes, expect, target] of variants) {
       const file = path.join(dir, `${label}.k3state`);

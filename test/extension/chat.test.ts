@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ConversationView, ToWebview } from '../../server/protocol';
 import { ChatController, parseFromWebview, titleFrom, type ChatBackend, type ReplyResult } from '../../extension/chat';
+import { describeChatAvailability } from '../../extension/engineText';
 
 type Reply = (
   conversationId: string | null,
@@ -19,7 +20,8 @@ function setup(reply: Reply, stored: ConversationView[] = []) {
   const effects: string[] = [];
   let n = 0;
   const backend: ChatBackend = {
-    availability: () => ({ canSend: true, notice: '' }),
+    availability: () => ({ canSend: true, notice: '', actions: [] }),
+    completionModel: () => undefined,
     list: async () => stored.map(({ id, title, updatedAt }) => ({ id, title, updatedAt })),
     load: async (id) => structuredClone(stored.find((c) => c.id === id) ?? null),
     reply,
@@ -33,6 +35,7 @@ function setup(reply: Reply, stored: ConversationView[] = []) {
     inform: (m) => void effects.push(`inform ${m}`),
     thinking: (a) => void effects.push(a ? 'thinking' : 'idle'),
     speed: (tps) => void effects.push(`speed ${tps}`),
+    runAction: (a) => void effects.push(`action ${a}`),
     newId: () => `id${++n}`,
     now: () => 1000,
   });
@@ -141,4 +144,68 @@ test('a conversation title is the first line of the first message, shortened', (
   assert.equal(titleFrom('  How do I sort?\nmore'), 'How do I sort?');
   assert.equal(titleFrom('x'.repeat(80)).length, 60);
   assert.equal(titleFrom('   '), 'New chat');
+});
+
+test('the notice says a completion model cannot chat, with the ways out, and that history cannot be kept', () => {
+  const mini = { name: 'k3-mini', path: '/m', bytes: 1, chat: false };
+  const ready = describeChatAvailability({ engine: { kind: 'ready' }, model: mini }, true);
+  assert.equal(ready.canSend, true, 'sending anyway is allowed');
+  assert.match(ready.notice, /^k3-mini is a code-completion model, not trained for chat: it continues a message as code/);
+  assert.deepEqual(ready.actions.map((a) => a.action), ['choose-model-folder', 'open-remote-settings']);
+  const k3 = describeChatAvailability({ engine: { kind: 'ready' }, model: { ...mini, name: 'K3', chat: true } }, true);
+  assert.deepEqual(k3, { canSend: true, notice: '', actions: [] });
+  const loading = describeChatAvailability({ engine: { kind: 'loading', startedAt: 0, percent: 40 }, storageProblem: 'History cannot be saved.' }, true);
+  assert.equal(loading.canSend, false);
+  assert.equal(loading.notice, 'The model is loading (40%). History cannot be saved.');
+  assert.equal(describeChatAvailability({ engine: { kind: 'ready' } }, false).canSend, false, 'no server, no sending');
+});
+
+test('a notice button runs its action, and only the two known actions are accepted from the page', async () => {
+  const { controller, effects } = setup(async () => assert.fail('no reply expected'));
+  await controller.handle({ type: 'action', action: 'open-remote-settings' });
+  assert.deepEqual(effects, ['action open-remote-settings']);
+  assert.deepEqual(parseFromWebview({ type: 'action', action: 'choose-model-folder' }), { type: 'action', action: 'choose-model-folder' });
+  assert.equal(parseFromWebview({ type: 'action', action: 'rm -rf' }), undefined);
+});
+
+test('a reply from a completion model is labelled from its first piece, and by the server’s record at the end', async () => {
+  const posted: ToWebview[] = [];
+  const controller = new ChatController({
+    backend: {
+      availability: () => ({ canSend: true, notice: '', actions: [] }),
+      completionModel: () => 'k3-mini',
+      list: async () => [],
+      load: async () => null,
+      reply: async (_id, _text, onDelta) => {
+        onDelta('content', '    return n');
+        return { conversationId: 'c', reply: { id: 'r', role: 'assistant', content: '    return n', reasoning: '', state: 'done', completionModel: 'k3-mini' } };
+      },
+      delete: async () => undefined,
+    },
+    post: (m) => posted.push(structuredClone(m)),
+    copy: async () => undefined,
+    insert: async () => true,
+    inform: () => undefined,
+    thinking: () => undefined,
+    speed: () => undefined,
+    runAction: () => undefined,
+    newId: () => 'id',
+    now: () => 1,
+  });
+  await controller.handle({ type: 'send', conversationId: null, text: 'def f(n):' });
+  const messages = posted.flatMap((m) => (m.type === 'message' && m.message.role === 'assistant' ? [m.message] : []));
+  assert.equal(messages[0].completionModel, 'k3-mini', 'labelled while it streams');
+  assert.equal(messages[messages.length - 1].completionModel, 'k3-mini');
+});
+
+test('what the server handled on the way is shown under the reply', async () => {
+  const { controller, posted } = setup(async () => ({
+    conversationId: 'c',
+    reply: { id: 'r', role: 'assistant', content: 'ok', reasoning: '', state: 'done' },
+    warnings: ['Another window of this workspace added to this conversation while this reply was written, so this reply was not kept.'],
+  }));
+  await controller.handle({ type: 'send', conversationId: null, text: 'hi' });
+  const last = posted[posted.length - 1];
+  assert.ok(last.type === 'message');
+  assert.match(last.message.note ?? '', /^Another window of this workspace/);
 });

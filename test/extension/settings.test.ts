@@ -3,7 +3,7 @@
 // backend or remote endpoint ignored in an untrusted workspace.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { readSettings, type ConfigurationSource } from '../../extension/settings';
+import { readSettings, serverSection, type ConfigurationSource } from '../../extension/settings';
 
 interface Layers {
   default?: unknown;
@@ -38,6 +38,7 @@ test('an empty configuration gives the documented defaults', () => {
     preset: 'auto',
     presetExplicit: false,
     completions: { enabled: true, disabledLanguages: ['plaintext', 'markdown', 'scminput'], multiline: false, debounceMs: null },
+    chat: { maxTokens: 4096 },
   });
 });
 
@@ -50,9 +51,11 @@ test('values of the wrong type fall back to the defaults', () => {
       'completions.disabledLanguages': { global: 'python' },
       'completions.multiline': { global: 1 },
       'completions.debounceMs': { global: 'fast' },
+      'chat.maxTokens': { global: 'lots' },
     }),
     true,
   );
+  assert.equal(s.chat.maxTokens, 4096);
   assert.equal(s.modelPath, '');
   assert.equal(s.preset, 'auto');
   assert.equal(s.completions.enabled, true);
@@ -70,9 +73,13 @@ test('set values are read, trimmed and clamped', () => {
       'completions.disabledLanguages': { global: ['python', 7, 'go'] },
       'completions.multiline': { global: true },
       'completions.debounceMs': { global: 99999.4 },
+      'chat.maxTokens': { global: 700.4 },
     }),
     true,
   );
+  assert.equal(s.chat.maxTokens, 700);
+  assert.deepEqual(serverSection(s), { completions: { multiline: true }, chat: { maxTokens: 700 } }, 'k3.chat.maxTokens reaches the server');
+  assert.equal(readSettings(config({ 'chat.maxTokens': { global: 3 } }), true).chat.maxTokens, 16);
   assert.equal(s.modelPath, '/models/k3');
   assert.equal(s.preset, 'laptop');
   assert.equal(s.presetExplicit, true);

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { StatusResult } from '../../server/protocol';
-import { presetItems } from '../../extension/presets';
+import { presetItems, wholeModelNote } from '../../extension/presets';
 import { RestartPolicy } from '../../extension/restart';
 import { describeEngineForChat } from '../../extension/engineText';
 import { describeRemote, describeStatus, engineFromStatus, formatDuration, lastSpeed, type StatusInput } from '../../extension/status';
@@ -34,7 +34,7 @@ test('with the remote backend the tooltip names the server and says presets appl
   assert.doesNotMatch(remote.ariaLabel, /Preset: laptop/);
 });
 
-const status = (over: Partial<StatusResult>): StatusResult => ({ engineVersion: '0.1.0', phase: 'ready', preset: 'auto', queued: { completion: 0, chat: 0 }, ...over });
+const status = (over: Partial<StatusResult>): StatusResult => ({ engineVersion: '0.1.0', phase: 'ready', preset: 'auto', queued: { completion: 0, chat: 0 }, storage: {}, ...over });
 
 test('a remote server loading its model is shown as such, in the status bar and the chat, and the tooltip names server and context', () => {
   const view = engineFromStatus(
@@ -97,7 +97,7 @@ test('the preset picker lists every preset, marks the recommended and current on
   assert.equal(items[0].description, 'recommended');
   assert.equal(items[1].label, '$(check) laptop');
   assert.equal(items[1].description, 'current · peak 12 GiB');
-  assert.match(items[1].detail, /^Small\. trunk 4\.0 GiB \+ expert cache 6\.0 GiB; full K3 peaks at 12 GiB: fits in the 16 GiB available$/);
+  assert.match(items[1].detail, /^Small\. Trunk 4\.0 GiB \+ expert cache 6\.0 GiB; full K3 peaks at 12 GiB: fits in the 16 GiB available$/);
   assert.match(items[2].detail, /does not fit in the 16 GiB available/);
   assert.match(presetItems([{ id: 'max' }], 'auto', GiB)[0].detail, /not reported by the server/);
 });
@@ -113,4 +113,36 @@ test('the preset picker shows the engine\'s forecast of seconds per token where 
   assert.equal(items[0].description, 'peak 8.0 GiB · ~6.9 min/token here');
   assert.equal(items[1].description, 'peak 120 GiB · ~7.46 s/token here');
   assert.equal(items[2].description, 'peak 30 GiB', 'no forecast without a measured profile');
+  const mini = presetItems([{ id: 'laptop' }], 'auto', 16 * GiB, facts, 'auto', { name: 'k3-mini', bytes: 9 * 2 ** 20 });
+  assert.match(mini[0].detail, /; the full K3 would take ~6\.9 min\/token here$/, 'with a small model loaded the forecast is named as the full K3\'s');
+  const big = presetItems([{ id: 'server' }], 'auto', 16 * GiB, facts, 'auto', { name: 'Kimi-K3', bytes: 1400 * GiB });
+  assert.match(big[0].detail, /the rest is read as needed; more than the 16 GiB available; the full K3 would take ~7\.46 s\/token here$/);
+});
+
+test('the tooltip names the model with its size and, for a completion model, that it does not chat', () => {
+  const mini = describeStatus({ ...base, model: { name: 'k3-mini', path: '/m', bytes: 15_654_520, chat: false } });
+  assert.match(mini.ariaLabel, /^K3: Ready\. Model: k3-mini \(15 MiB of weights, code completion only: not trained for chat\)\. Preset: laptop/);
+  const k3 = describeStatus({ ...base, model: { name: 'Kimi-K3', path: '/k', bytes: 1.5e12, chat: true } });
+  assert.match(k3.ariaLabel, /Model: Kimi-K3 \(1397 GiB of weights\)\./);
+});
+
+test('the preset picker sets each preset against the loaded model: once "fits whole" for k3-mini, how much it holds for a large one', () => {
+  const GiB = 2 ** 30;
+  const facts = new Map([
+    ['laptop', { trunkBytes: 3 * GiB, expertCacheBytes: 1 * GiB, peakBytes: 8 * GiB }],
+    ['max', { trunkBytes: 110 * GiB, expertCacheBytes: 100 * GiB, peakBytes: 209 * GiB }],
+  ]);
+  const presets = [{ id: 'auto' }, { id: 'laptop' }, { id: 'max' }, { id: 'mapped' }];
+  const mini = { name: 'k3-mini', bytes: 15 * 2 ** 20 };
+  assert.equal(wholeModelNote(mini, facts), 'k3-mini (15 MiB) fits whole in every preset; presets matter for larger models');
+  const small = presetItems(presets, 'auto', 16 * GiB, facts, 'auto', mini);
+  assert.equal(small[1].detail, 'trunk 3.0 GiB + expert cache 1.0 GiB');
+  assert.ok(small.every((i) => !/209 GiB|peak|fit/.test(`${i.description} ${i.detail}`)), 'no full-K3 figures for a model that fits anywhere');
+  assert.match(small[3].detail, /no budgets: every weight is mapped/);
+  const big = { name: 'Kimi-K3', bytes: 150 * GiB };
+  assert.equal(wholeModelNote(big, facts), undefined);
+  const large = presetItems(presets, 'auto', 16 * GiB, facts, 'auto', big);
+  assert.equal(large[1].description, 'holds 4.0 GiB of Kimi-K3');
+  assert.match(large[1].detail, /4\.0 GiB of its 150 GiB stay in memory, the rest is read as needed; fits in the 16 GiB available/);
+  assert.match(large[2].detail, /all 150 GiB of Kimi-K3 stay in memory; more than the 16 GiB available/);
 });

@@ -65,4 +65,10 @@ test('k3 bench pairs every decode stretch with a triad and reports the median ro
   assert.ok(Math.abs(json.achieved_over_bound - (ratios[3] + ratios[4]) / 2) <= 2e-4);
   // The peak RSS is read before the triad's three 128 MB arrays exist.
   assert.ok(json.peak_rss_bytes < 384e6, `peak RSS ${json.peak_rss_bytes}`);
+  // Prefill's compute is its multiply-adds over its time, as a share of the measured peak
+  // of the kernels in use.
+  assert.ok(['scalar', 'avx2', 'avx512'].includes(json.kernels), json.kernels);
+  assert.ok(json.fma_peak_flops_per_s > 0 && json.prefill_flops_per_s > 0);
+  const share = json.prefill_flops_per_s / json.fma_peak_flops_per_s;
+  assert.ok(Math.abs(share - json.prefill_over_peak) <= 1e-3 * share + 1e-6);
 });

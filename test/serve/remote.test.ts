@@ -16,6 +16,7 @@ import {
   ChatSendRequest,
   ChatStopRequest,
   K3ErrorCodes,
+  type K3Problem,
   ModelLoadRequest,
   PresetsListRequest,
   RemoteApiKeyRequest,
@@ -30,9 +31,9 @@ import { type Serve, startServe } from './support';
 
 process.env.K3_ADDON ??= addonFile;
 const dir = ensureFixture({ gate: 'lowerbound' });
-// A remote server does not heal tokens, so the local engine is told not to either, to
-// compare like with like; the fixture's random weights write junk, so no junk filter.
-const settings = { engine: { threads: 1, speculation: 4 }, completions: { maxTokens: 48, heal: false, filter: false } };
+// k3 serve heals the prompt end as the local engine does (k3_heal); the fixture's random
+// weights write junk, so no junk filter, to compare like with like.
+const settings = { engine: { threads: 1, speculation: 4 }, completions: { maxTokens: 48, filter: false } };
 const SERVE_ARGS = ['--ctx', '4096', '--spec', '4'];
 
 let serve: Serve;
@@ -92,17 +93,25 @@ test('a newer remote completion supersedes the one in flight, which closes its s
   assert.equal(s?.outcome, 'done');
 });
 
-test('a keystroke after a remote completion prefills only its new token on k3 serve', { timeout: TEST_TIMEOUT_MS }, async () => {
+test('a keystroke after a remote completion prefills only the finished piece on k3 serve, which heals the rest', { timeout: TEST_TIMEOUT_MS }, async () => {
   const uri = 'file:///w/keys.py';
   await remote.open(uri, 'python', 'def mul(a, b):\n    return a * b\n\n');
   const first = await remote.complete(uri, 3, 0);
   const typed = first?.items[0]?.insertText.toString().startsWith('x') ? 'y' : 'x';
+  // Inside the line's last piece: the same prompt, k3 serve spells the typed letter again.
   await remote.type(uri, 2, 3, 0, typed);
   await remote.complete(uri, 3, 1);
-  const s = (await remote.connection.sendRequest(StatusRequest.type)).lastCompletion;
-  assert.equal(s?.source, 'engine');
-  assert.equal(s?.prefilledTokens, 1);
-  assert.equal(s?.reusedTokens, (s?.promptTokens ?? 0) - 1);
+  const s1 = (await remote.connection.sendRequest(StatusRequest.type)).lastCompletion;
+  assert.equal(s1?.source, 'engine');
+  assert.equal(s1?.healedText, typed);
+  assert.equal(s1?.prefilledTokens, 0);
+  // A space finishes the piece: one token read.
+  await remote.type(uri, 3, 3, 1, ' ');
+  await remote.complete(uri, 3, 2);
+  const s2 = (await remote.connection.sendRequest(StatusRequest.type)).lastCompletion;
+  assert.equal(s2?.source, 'engine');
+  assert.equal(s2?.prefilledTokens, 1);
+  assert.equal(s2?.reusedTokens, (s2?.promptTokens ?? 0) - 1);
 });
 
 test("chat replies through k3 serve equal the local engine's, and stream piece by piece", { timeout: TEST_TIMEOUT_MS }, async () => {
@@ -118,8 +127,9 @@ test("chat replies through k3 serve equal the local engine's, and stream piece b
     const pieces = remote.streams.filter((s) => s.messageId === got.message.id);
     assert.ok(pieces.length > 1, `${pieces.length} pieces`);
     const text = (channel: string): string => pieces.filter((p) => p.channel === channel).map((p) => p.text).join('');
-    assert.equal(text('reasoning'), got.message.reasoning);
-    assert.equal(text('content'), got.message.content);
+    // Reasoning that never ended (32 tokens) is recorded as the answer; it streamed as reasoning.
+    assert.equal(text('reasoning') + text('content'), got.message.reasoning + got.message.content);
+    if (got.message.reasoning !== '') assert.equal(text('reasoning'), got.message.reasoning);
   }
 });
 
@@ -216,4 +226,29 @@ test('with the remote backend, presets and model loads say they apply to the loc
   const e = await failure(remote.connection.sendRequest(ModelLoadRequest.type, { modelPath: dir }));
   assert.equal(e.data?.kind, 'invalid-request');
   assert.match(e.message, /local engine only/);
+});
+
+test('an API key bound for another machine over http:// is warned about; https, loopback and no key are not', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const insecure = (s: ServerHandle): K3Problem[] => s.problems.filter((p) => p.kind === 'remote-insecure');
+  // TEST-NET-1: a non-loopback address that answers nothing; the check fails within the timeout.
+  const far = await startServer(remoteOptions('http://192.0.2.1:9', { timeoutMs: 1000 }));
+  const farTls = await startServer(remoteOptions('https://192.0.2.1:9', { apiKey: 'tls-key-31', timeoutMs: 1000 }));
+  const near = await startServer(remoteOptions(serve.base.replace('127.0.0.1', 'localhost'), { apiKey: 'near-key-55' }));
+  try {
+    await far.waitForStatus((x) => x.phase === 'error');
+    assert.deepEqual(insecure(far), [], 'no key, no warning');
+    await far.connection.sendRequest(RemoteApiKeyRequest.type, { apiKey: 'far-key-88' });
+    const warning = await far.waitFor(far.problems, (p) => p.kind === 'remote-insecure');
+    assert.match(warning.message, /sent unencrypted to 192\.0\.2\.1:9/);
+    assert.equal(warning.action.kind, 'open-remote-settings');
+    assert.ok(!JSON.stringify(far.problems).includes('far-key-88'), 'the key itself is not in the warning');
+    await farTls.waitForStatus((x) => x.phase === 'error');
+    assert.deepEqual(insecure(farTls), [], 'https: no warning');
+    await waitReady(near);
+    assert.deepEqual(insecure(near), [], 'loopback: no warning');
+  } finally {
+    await far.shutdown();
+    await farTls.shutdown();
+    await near.shutdown();
+  }
 });

@@ -9,6 +9,8 @@
 // build, whose clean exit (leak check included) after SIGTERM is asserted.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import * as net from 'node:net';
 import { after, before, test } from 'node:test';
 import { k3Binaries } from '../support/engine';
 import { ensureFixture } from '../support/fixtures';
@@ -137,6 +139,17 @@ test('malformed request lines, huge headers and truncated requests are answered 
   await healthy(asan);
 });
 
+test('a NUL byte in the request line or a header is a 400 and the server goes on', { timeout: TIMEOUT }, async () => {
+  // Each of these killed the server (SIGSEGV in the head parser) and every request it held.
+  const heads = ['\u0000\n\n', 'GET /health\u0000 HTTP/1.1\r\n\r\n', 'GET /health HTTP/1.1\r\nX-A: b\u0000c\r\n\r\n', 'GET /health HTTP/1.1\r\n\u0000: x\r\n\r\n'];
+  for (const head of heads) {
+    const response = await rawExchange(asan.port, head);
+    assert.equal(statusOf(response), 400, `${JSON.stringify(head)}: ${response}`);
+    assert.match(response, /a NUL byte at byte \d+ of the request head/);
+  }
+  await healthy(asan);
+});
+
 test('a client that disconnects mid-stream stops the generation on the server', { timeout: TIMEOUT }, async () => {
   const MAX = 6000;
   const stream = requestStream(asan.port, '/v1/completions', { prompt: 'Once upon a time', max_tokens: MAX, stream: true });
@@ -232,12 +245,79 @@ test('a non-loopback address is refused unless asked for explicitly', () => {
 test('with K3_API_KEY set, /v1/* needs the key and /health does not', { timeout: TIMEOUT }, async () => {
   const serve = await startServe(dir, { env: { K3_API_KEY: 'sesame' } });
   try {
-    assert.equal((await requestJson(serve.port, 'GET', '/v1/models')).status, 401);
-    assert.equal((await requestJson(serve.port, 'GET', '/v1/models', undefined, { Authorization: 'Bearer wrong' })).status, 401);
-    assert.equal((await requestJson(serve.port, 'GET', '/v1/models', undefined, { Authorization: 'Bearer sesame' })).status, 200);
+    const models = async (authorization?: string): Promise<number> =>
+      (await requestJson(serve.port, 'GET', '/v1/models', undefined, authorization === undefined ? {} : { Authorization: authorization })).status;
+    assert.equal(await models(), 401);
+    assert.equal(await models('Bearer wrong'), 401);
+    assert.equal(await models('Bearer sesame'), 200);
+    // The scheme name is case-insensitive (RFC 9110 §11.1); spaces after it are one separator.
+    assert.equal(await models('bearer sesame'), 200);
+    assert.equal(await models('BEARER   sesame'), 200);
+    assert.equal(await models('Bearersesame'), 401);
+    assert.equal(await models('Basic sesame'), 401);
+    assert.equal(await models('sesame'), 401);
     assert.equal((await requestJson(serve.port, 'GET', '/health')).status, 200);
     assert.ok(!serve.log.some((l) => l.includes('sesame')), 'the key is never logged');
   } finally {
     await serve.stop();
+  }
+});
+
+test('K3_API_KEY set but empty is refused at start, not taken as "no key"', () => {
+  const r = spawnSync(k3Binaries.plain, ['serve', dir, '--port', '0'], { encoding: 'utf8', env: { ...process.env, K3_API_KEY: '' } });
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, /K3_API_KEY is set but empty/);
+});
+
+test('a non-loopback address without an API key starts with a loud warning; with a key, without one', { timeout: TIMEOUT }, async () => {
+  const open = await startServe(dir, { args: ['--host', '0.0.0.0', '--allow-non-loopback'] });
+  try {
+    assert.ok(
+      open.log.some((l) => /WARNING: listening on 0\.0\.0\.0 port \d+, which is not a loopback address, WITHOUT AN API KEY/.test(l)),
+      open.log.join('\n'),
+    );
+  } finally {
+    assert.equal(await open.stop(), 0);
+  }
+  const keyed = await startServe(dir, { args: ['--host', '0.0.0.0', '--allow-non-loopback'], env: { K3_API_KEY: 'sesame' } });
+  try {
+    assert.ok(!keyed.log.some((l) => /WARNING/.test(l)), keyed.log.join('\n'));
+  } finally {
+    assert.equal(await keyed.stop(), 0);
+  }
+});
+
+test('connections that never finish their request cannot keep /health out: the slowest gives way with 408', { timeout: TIMEOUT }, async () => {
+  const LIMIT = 8;
+  const serve = await startServe(dir, { asan: true, args: ['--max-connections', String(LIMIT)] });
+  const slow: net.Socket[] = [];
+  try {
+    // Three times the limit of clients that send half a request line and then nothing.
+    const answers = [];
+    for (let i = 0; i < 3 * LIMIT; i++) {
+      const socket = net.connect(serve.port, '127.0.0.1');
+      slow.push(socket);
+      let got = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (d: string) => (got += d));
+      socket.on('error', () => {});
+      answers.push(new Promise<string>((resolve) => socket.on('close', () => resolve(got))));
+      await once(socket, 'connect');
+      socket.write('GET /hea');
+    }
+    const h = await requestJson(serve.port, 'GET', '/health');
+    assert.equal(h.status, 200, h.text);
+    // Every slow client the server let go was told why; the ones it still holds are not.
+    const body = h.body as { evicted: number; connections: number };
+    assert.ok(body.evicted >= 2 * LIMIT + 1, `evicted ${body.evicted}: ${h.text}`);
+    assert.ok(body.connections <= LIMIT, `connections ${body.connections}`);
+    const evicted = await Promise.all(answers.slice(0, 2 * LIMIT));
+    for (const a of evicted) {
+      assert.equal(statusOf(a), 408, a);
+      assert.match(a, /before the server needed the connection for another/);
+    }
+  } finally {
+    for (const socket of slow) socket.destroy();
+    assert.equal(await serve.stop(), 0, serve.log.slice(-10).join('\n'));
   }
 });

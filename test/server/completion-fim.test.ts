@@ -1,16 +1,15 @@
 // completion-fim.test.ts - the fill-in-the-middle layout of docs/PROMPTS.md: a model whose
-// tokenizer names <|fim_prefix|>, <|fim_suffix|> and <|fim_middle|> gets the text after the
-// cursor as a suffix block before the file (SPM order), one without them the plain layout.
-// The FIM model here is k3-mini with three reserved special slots renamed (its weights never
-// learnt them: this checks the layout and the engine's reuse, not what it writes). Typing at
-// the cursor still extends a checkpointed prompt; Enter keeps the suffix block.
+// tokenizer names <|fim_prefix|>, <|fim_suffix|> and <|fim_middle|> (k3-mini v2) gets the
+// text after the cursor as a suffix block before the file (SPM order), one without them (K3,
+// or k3-mini with those slots renamed back to reserved ones here) the plain layout. Typing
+// at the cursor still extends a checkpointed prompt; Enter keeps the suffix block.
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fimTokens } from '../../server/completion/backend';
-import { FIM_SUFFIX_TOKENS, fimSuffixIds, layoutPrompt } from '../../server/completion/layout';
+import { FIM_NAMES, FIM_SUFFIX_TOKENS, fimSuffixIds, layoutPrompt } from '../../server/completion/layout';
 import { Tokenizer } from '../../server/engine/tokenizer';
 import { type StatusResult, StatusRequest } from '../../server/protocol';
 import { type ServerHandle, startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';
@@ -18,27 +17,29 @@ import { addonFile, repoRoot } from '../support/paths';
 
 process.env.K3_ADDON ??= addonFile;
 const MINI = path.join(repoRoot, 'media/models/k3-mini');
-let dir: string;
+let plainDir: string;
 let tok: Tokenizer;
 let server: ServerHandle;
 
-/** k3-mini with three reserved special slots named as FIM tokens (weights linked, not copied). */
-function fimModel(): string {
-  const d = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-fim-'));
+/** k3-mini with its FIM slots named as reserved ones again (weights linked, not copied):
+ * a model without FIM tokens, as K3 is. */
+function withoutFim(): string {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-nofim-'));
   for (const f of fs.readdirSync(MINI)) if (f !== 'tokenizer_config.json') fs.symlinkSync(path.join(MINI, f), path.join(d, f));
   const config = JSON.parse(fs.readFileSync(path.join(MINI, 'tokenizer_config.json'), 'utf8'));
-  const names = ['<|fim_prefix|>', '<|fim_suffix|>', '<|fim_middle|>'];
-  const reserved = Object.keys(config.added_tokens_decoder).filter((id) => config.added_tokens_decoder[id].content.startsWith('<|reserved_token_'));
-  reserved.slice(0, 3).forEach((id, i) => (config.added_tokens_decoder[id].content = names[i]));
+  const fim = new Set<string>(Object.values(FIM_NAMES));
+  for (const [id, t] of Object.entries(config.added_tokens_decoder) as Array<[string, { content: string }]>) {
+    if (fim.has(t.content)) t.content = `<|reserved_token_${id}|>`;
+  }
   fs.writeFileSync(path.join(d, 'tokenizer_config.json'), JSON.stringify(config, null, 2));
   return d;
 }
 
 before(
   async () => {
-    dir = fimModel();
-    tok = Tokenizer.open(dir);
-    server = await startServer({ modelPath: dir, settings: { engine: { threads: 1 } } });
+    plainDir = withoutFim();
+    tok = Tokenizer.open(MINI);
+    server = await startServer({ modelPath: MINI, settings: { engine: { threads: 1 } } });
     await waitReady(server);
   },
   { timeout: TEST_TIMEOUT_MS },
@@ -47,15 +48,17 @@ before(
 after(async () => {
   await server.shutdown();
   tok.close();
-  fs.rmSync(dir, { recursive: true, force: true });
+  fs.rmSync(plainDir, { recursive: true, force: true });
 });
 
 const enc = (t: string): number[] => Array.from(tok.encode(t, false));
 
 test('a tokenizer that names the FIM tokens gets the SPM layout: suffix block, then the file, then the line', () => {
   const fim = fimTokens(tok);
-  assert.ok(fim, 'k3-mini with the renamed slots is FIM-capable');
-  assert.equal(fimTokens(Tokenizer.open(MINI)), undefined, 'k3-mini v1 is not');
+  assert.ok(fim, 'k3-mini v2 is FIM-capable');
+  const plain = Tokenizer.open(plainDir);
+  assert.equal(fimTokens(plain), undefined, 'without the names it is not');
+  plain.close();
   const text = 'def f(x):\n    return x\n\nvalue = f(2)\nprint(value)\n';
   const offset = text.indexOf('f(2)');
   const l = layoutPrompt(tok, { path: 'main.py', languageId: 'python', text, offset, chunks: [], maxPromptTokens: 2048, maxContextTokens: 512, heal: true, fim });
@@ -121,7 +124,7 @@ test('through the server: typing at the cursor extends the checkpointed FIM prom
 });
 
 test('a model without FIM tokens keeps the plain layout', { timeout: TEST_TIMEOUT_MS }, async () => {
-  const plain = await startServer({ modelPath: MINI, settings: { engine: { threads: 1 } } });
+  const plain = await startServer({ modelPath: plainDir, settings: { engine: { threads: 1 } } });
   try {
     await waitReady(plain);
     await plain.open('file:///w/p.py', 'python', 'x = 1\ny = \nz = 3\n');

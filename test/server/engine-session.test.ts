@@ -57,29 +57,44 @@ test('generate streams every token, in order, before its promise settles: the to
 test('the JS thread is free while the engine generates', async () => {
   const s = session();
   await s.sync(prompt);
-  let ticks = 0;
-  const timer = setInterval(() => ticks++, 1);
+  // A timer set at the first token runs before the last one: the JS thread was not held.
+  // (A count of 1 ms ticks would measure the machine's load, not this.)
   let tokens = 0;
-  await s.generate({ maxTokens: 60, onTokens: (ids) => (tokens += ids.length) });
-  clearInterval(timer);
+  let tokensWhenTimerRan: number | undefined;
+  await s.generate({
+    maxTokens: 60,
+    onTokens: (ids) => {
+      if (tokens === 0) setImmediate(() => (tokensWhenTimerRan = tokens));
+      tokens += ids.length;
+    },
+  });
   assert.equal(tokens, 60);
-  assert.ok(ticks > 5, `${ticks} timer ticks ran during generation`);
+  assert.ok(tokensWhenTimerRan !== undefined && tokensWhenTimerRan < 60, `the timer ran after ${tokensWhenTimerRan} of 60 tokens`);
   s.close();
 });
 
-test('cancel stops a generation within a forward pass, and the next calls give exact results', async () => {
+test('cancel stops a generation before its length, and the next calls give exact results', async () => {
   const s = session();
   await s.sync(prompt);
   const seen: number[] = [];
+  let emittedAtCancel = -1;
   const run = s.generate({
     maxTokens: 2000,
     onTokens: (ids) => {
       seen.push(...ids);
-      if (seen.length >= 5) s.cancel();
+      if (seen.length >= 5 && emittedAtCancel < 0) emittedAtCancel = s.cancel();
     },
   });
+  // The rejection says the engine stopped on the cancel (a generation that reached
+  // maxTokens resolves). Tokens it made before the JS thread drained the queue and called
+  // cancel still arrive, in that same batch or the next: how many depends on how far the
+  // JS thread lags the engine, so only the order of events is asserted.
   await assert.rejects(run, (e: unknown) => e instanceof EngineError && e.code === 'cancelled' && e.status === 12);
-  assert.ok(seen.length >= 5 && seen.length <= 6, `${seen.length} tokens reached JS`);
+  // Every emitted token reaches JS before the promise settles. The engine counts what it had
+  // emitted when cancel() was called; what had reached JS by then depends on how busy the
+  // machine is, so that is not the yardstick.
+  assert.ok(emittedAtCancel >= 5, `${emittedAtCancel} tokens emitted at the cancel`);
+  assert.ok(seen.length - emittedAtCancel <= 1, `${seen.length - emittedAtCancel} tokens after the cancel (one forward pass, no drafts)`);
   // Whether or not the engine saw the cancel before the call ended, it does not leak into
   // the next calls.
   const r = await s.sync(prompt);
@@ -133,9 +148,20 @@ test('a saved state loads into another session, which continues exactly as the f
 
 test('a model opens on a worker thread with progress, and a cancelled open rejects', async () => {
   const phases: string[] = [];
-  const opened = await Model.open(dir, { preset: 'laptop', onProgress: (p) => phases.push(p.phase) }).promise;
+  let trunkReported!: () => void;
+  const trunk = new Promise<void>((resolve) => (trunkReported = resolve));
+  const opened = await Model.open(dir, {
+    preset: 'laptop',
+    onProgress: (p) => {
+      phases.push(p.phase);
+      if (p.phase === 'trunk') trunkReported();
+    },
+  }).promise;
   assert.equal(opened.vocabSize, 163840);
-  assert.ok(phases.includes('trunk'), `progress phases ${phases.join(',')}`);
+  // Reports travel through a thread-safe function and may arrive after the promise settles
+  // (NativeOpenOptions.onProgress): wait for the event rather than expect it already.
+  await trunk;
+  assert.ok(phases.every((p) => p === 'trunk'), `progress phases ${phases.join(',')}`);
   opened.close();
   const load = Model.open(dir);
   load.cancel();

@@ -1,14 +1,30 @@
 // store.test.ts - the per-workspace files (server/state/store.ts): conversations survive a
 // new store on the same folder; a corrupt or foreign file is moved aside and reported
-// while the others still load; saved states are bounded in bytes and conversations in
-// number, oldest first; clearing removes everything.
+// while the others still load, and is never deleted when corrupt/ cannot be made; a FIFO
+// named like a history file is refused at once; saved states are bounded in bytes and
+// conversations in number, oldest first; storage that cannot be written degrades (the
+// problem is reported once, what this window has stays in memory); writes are atomic even
+// when cut short; leftovers of dead writers are swept, a live writer's are not; clearing
+// removes everything.
 import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import type { K3Problem } from '../../server/protocol';
 import { type StoredConversation, WorkspaceStore, writeFileAtomic } from '../../server/state/store';
+
+// Run as its own child (below): one atomic write of 100 KB under the caller's file-size limit.
+if (process.env.K3_STORE_WRITE_CHILD) {
+  try {
+    writeFileAtomic(process.env.K3_STORE_WRITE_CHILD, 'x'.repeat(100_000));
+    console.log('written');
+  } catch (e) {
+    console.log((e as NodeJS.ErrnoException).code);
+  }
+  process.exit(0);
+}
 
 function tmp(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'k3-store-'));
@@ -30,20 +46,30 @@ function conversation(id: string, updatedAt: number, stateBytes = 0): StoredConv
 }
 
 /** Saves a conversation with a state file of its size, as the chat service does. */
-function putWithState(store: WorkspaceStore, c: StoredConversation): void {
-  if (c.state) fs.writeFileSync(store.statePath(c.state.file.replace(/\.k3state$/, ''))!, Buffer.alloc(c.state.bytes));
-  store.put(c);
+function putWithState(store: WorkspaceStore, root: string, c: StoredConversation): void {
+  if (c.state) {
+    fs.mkdirSync(path.join(root, 'conversations'), { recursive: true });
+    fs.writeFileSync(path.join(root, 'conversations', c.state.file), Buffer.alloc(c.state.bytes));
+  }
+  assert.equal(store.put(c), undefined);
+}
+
+/** The id of a process that has exited. */
+function deadPid(): number {
+  const r = spawnSync(process.execPath, ['-e', '']);
+  return r.pid as number;
 }
 
 test('conversations and the workspace file are read back by a new store on the same folder', () => {
   const root = tmp();
   const a = new WorkspaceStore(root, () => assert.fail('no problem expected'));
   a.updateWorkspace({ preset: 'laptop', lastLoad: { bytes: 10, ms: 5 } });
-  putWithState(a, conversation('c1', 1, 100));
+  putWithState(a, root, conversation('c1', 1, 100));
   const b = new WorkspaceStore(root, () => assert.fail('no problem expected'));
   assert.deepEqual(b.readWorkspace(), { preset: 'laptop', lastLoad: { bytes: 10, ms: 5 } });
   assert.deepEqual(b.get('c1'), conversation('c1', 1, 100));
   assert.deepEqual(fs.readdirSync(path.join(root, 'conversations')).sort(), ['c1.json', 'c1.k3state']);
+  assert.deepEqual(b.storage(), { path: root });
 });
 
 test('a corrupt history file is moved aside and reported, and the other conversations still load', () => {
@@ -51,35 +77,109 @@ test('a corrupt history file is moved aside and reported, and the other conversa
   const a = new WorkspaceStore(root, () => undefined);
   a.put(conversation('good', 1));
   a.put(conversation('bad', 2));
-  a.put(conversation('future', 3));
+  a.put(conversation('old', 3));
   const dir = path.join(root, 'conversations');
   fs.writeFileSync(path.join(dir, 'bad.json'), '{"format": "k3-conversation", "version": 1, "id": "bad", "tit');
-  const future = JSON.parse(fs.readFileSync(path.join(dir, 'future.json'), 'utf8'));
-  fs.writeFileSync(path.join(dir, 'future.json'), JSON.stringify({ ...future, version: 99 }));
+  const old = JSON.parse(fs.readFileSync(path.join(dir, 'old.json'), 'utf8'));
+  fs.writeFileSync(path.join(dir, 'old.json'), JSON.stringify({ ...old, version: 0 }));
   const problems: K3Problem[] = [];
   const b = new WorkspaceStore(root, (p) => problems.push(p));
   assert.deepEqual(b.list().map((c) => c.id), ['good']);
   assert.deepEqual(problems.map((p) => p.kind), ['file-corrupt', 'file-corrupt']);
   assert.match(problems[0].message, /bad\.json could not be read.*moved to/);
-  assert.match(problems[1].detail ?? '', /format version 99/);
+  assert.match(problems[1].detail ?? '', /format version 0/);
   assert.equal(fs.readdirSync(path.join(root, 'corrupt')).length, 2);
   assert.deepEqual(fs.readdirSync(dir), ['good.json']);
+  b.list();
+  assert.equal(problems.length, 2, 'a file set aside is reported once');
 });
 
-test('a corrupt workspace file is set aside and the defaults are used', () => {
+test('a history file from a newer k3-code is left where it is, reported once, and not listed', () => {
   const root = tmp();
-  fs.writeFileSync(path.join(root, 'workspace.json'), 'not json');
+  const a = new WorkspaceStore(root, () => undefined);
+  a.put(conversation('future', 1));
+  const file = path.join(root, 'conversations', 'future.json');
+  const text = JSON.stringify({ ...JSON.parse(fs.readFileSync(file, 'utf8')), version: 99 });
+  fs.writeFileSync(file, text);
+  const problems: K3Problem[] = [];
+  const b = new WorkspaceStore(root, (p) => problems.push(p));
+  assert.deepEqual(b.list(), []);
+  b.list();
+  assert.equal(problems.length, 1);
+  assert.match(problems[0].message, /newer k3-code/);
+  assert.equal(fs.readFileSync(file, 'utf8'), text, 'another window may run that version: the file is untouched');
+});
+
+test('a corrupt history is set aside beside itself, never deleted, when corrupt/ cannot be made', () => {
+  const root = tmp();
+  const a = new WorkspaceStore(root, () => undefined);
+  a.put(conversation('good', 1));
+  const bad = '{"format": "k3-conversation", "version": 1, "id": "bad", "tit';
+  fs.writeFileSync(path.join(root, 'conversations', 'bad.json'), bad);
+  fs.writeFileSync(path.join(root, 'corrupt'), 'a file where the folder would go');
+  const problems: K3Problem[] = [];
+  const b = new WorkspaceStore(root, (p) => problems.push(p));
+  assert.deepEqual(b.list().map((c) => c.id), ['good']);
+  const names = fs.readdirSync(path.join(root, 'conversations'));
+  const aside = names.find((n) => n.startsWith('bad.json.corrupt-'));
+  assert.ok(aside, `bad.json is kept under another name; the folder holds ${names.join(', ')}`);
+  assert.equal(fs.readFileSync(path.join(root, 'conversations', aside), 'utf8'), bad);
+  assert.match(problems[0].message, /moved to .*bad\.json\.corrupt-/);
+});
+
+test('a FIFO named like a history file is refused at once and set aside, and the others load', { timeout: 30_000 }, () => {
+  const root = tmp();
+  const a = new WorkspaceStore(root, () => undefined);
+  a.put(conversation('good', 1));
+  execFileSync('mkfifo', [path.join(root, 'conversations', 'pipe.json')]);
+  const problems: K3Problem[] = [];
+  const b = new WorkspaceStore(root, (p) => problems.push(p));
+  assert.deepEqual(b.list().map((c) => c.id), ['good']);
+  assert.equal(problems.length, 1);
+  assert.match(problems[0].detail ?? '', /not a regular file \(a FIFO\)/);
+  assert.deepEqual(fs.readdirSync(path.join(root, 'conversations')), ['good.json']);
+});
+
+test('conversations/ being a file: the problem is reported once, and conversations live on in memory', () => {
+  const root = tmp();
+  fs.writeFileSync(path.join(root, 'conversations'), '');
   const problems: K3Problem[] = [];
   const s = new WorkspaceStore(root, (p) => problems.push(p));
-  assert.deepEqual(s.readWorkspace(), {});
+  assert.deepEqual(s.list(), []);
+  const notKept = s.put(conversation('c', 1));
+  assert.equal(notKept?.kind, 'storage-unavailable');
+  assert.match(notKept?.detail ?? '', /EEXIST|ENOTDIR/);
+  assert.match(notKept?.message ?? '', /Completions and chat still work/);
+  assert.deepEqual(s.list().map((c) => c.id), ['c'], 'this window keeps what it could not save');
+  s.put(conversation('d', 2));
+  assert.ok(problems.length >= 1 && problems.every((p) => p.kind === 'storage-unavailable'));
+  assert.equal(new Set(problems.map((p) => p.message)).size, problems.length, 'each problem reported once');
+  assert.equal(s.storage().problem?.kind, 'storage-unavailable');
+  assert.equal(s.newStatePath('c'), undefined, 'no saved state where nothing can be written');
+});
+
+test('storage that cannot be written (a file in its place) keeps the workspace values in memory and says why', () => {
+  const parent = tmp();
+  const root = path.join(parent, 'state');
+  fs.writeFileSync(root, 'not a folder');
+  const problems: K3Problem[] = [];
+  const s = new WorkspaceStore(root, (p) => problems.push(p));
+  const p = s.updateWorkspace({ preset: 'laptop' });
+  assert.equal(p?.kind, 'storage-unavailable');
+  assert.deepEqual(s.readWorkspace().preset, 'laptop');
+  assert.equal(s.storage().problem?.message, p?.message);
   assert.equal(problems.length, 1);
-  assert.equal(fs.existsSync(path.join(root, 'workspace.json')), false);
+  // The folder comes back: the next write succeeds and the problem is gone.
+  fs.rmSync(root);
+  assert.equal(s.updateWorkspace({ lastLoad: { bytes: 1, ms: 2 } }), undefined);
+  assert.equal(s.storage().problem, undefined);
+  assert.deepEqual(new WorkspaceStore(root, () => undefined).readWorkspace(), { preset: 'laptop', lastLoad: { bytes: 1, ms: 2 } });
 });
 
 test('saved states are bounded in bytes and conversations in number, oldest evicted first', () => {
   const root = tmp();
   const s = new WorkspaceStore(root, () => undefined);
-  for (let i = 1; i <= 4; i++) putWithState(s, conversation(`c${i}`, i, 100));
+  for (let i = 1; i <= 4; i++) putWithState(s, root, conversation(`c${i}`, i, 100));
   s.enforceLimits(250, 10, 'c4');
   assert.deepEqual(s.list().map((c) => [c.id, c.state !== null]), [['c4', true], ['c3', true], ['c2', false], ['c1', false]]);
   assert.equal(fs.existsSync(path.join(root, 'conversations/c1.k3state')), false);
@@ -94,6 +194,36 @@ test('a write never leaves a half-written file: it goes to a temporary file rena
   writeFileAtomic(file, 'two');
   assert.equal(fs.readFileSync(file, 'utf8'), 'two');
   assert.deepEqual(fs.readdirSync(root), ['x.json']);
+});
+
+test('a write cut short (a file-size limit) fails whole: the old file stays and no temporary file is left', () => {
+  const root = tmp();
+  const file = path.join(root, 'x.json');
+  writeFileAtomic(file, 'old');
+  // With `ulimit -f 1` a write past 1024 bytes is short, and the next one fails with EFBIG.
+  const r = spawnSync('bash', ['-c', 'ulimit -f 1; exec "$0" "$1"', process.execPath, __filename], {
+    encoding: 'utf8',
+    env: { ...process.env, K3_STORE_WRITE_CHILD: file },
+  });
+  assert.match(r.stdout, /EFBIG/, `the child said: ${r.stdout}${r.stderr}`);
+  assert.equal(fs.readFileSync(file, 'utf8'), 'old');
+  assert.deepEqual(fs.readdirSync(root), ['x.json']);
+});
+
+test('temporary files of writers that are gone are swept, beside workspace.json and in conversations/; a live writer’s stay', () => {
+  const root = tmp();
+  const conv = path.join(root, 'conversations');
+  fs.mkdirSync(conv, { recursive: true });
+  const dead = deadPid();
+  const live = process.ppid;
+  const leftovers = [`workspace.json.tmp-${dead}-0a1b2c3d`, `workspace.json.tmp-${live}-0a1b2c3d`];
+  for (const f of leftovers) fs.writeFileSync(path.join(root, f), 'x');
+  const inConv = [`c.json.tmp-${dead}-00ff00ff`, `c-x.p${dead}.k3state.tmp-${dead}`, `c-y.p${live}.k3state`, `c-z.p${dead}.k3state`];
+  for (const f of inConv) fs.writeFileSync(path.join(conv, f), 'x');
+  const s = new WorkspaceStore(root, () => undefined);
+  s.list();
+  assert.deepEqual(fs.readdirSync(root).sort(), ['conversations', `workspace.json.tmp-${live}-0a1b2c3d`].sort());
+  assert.deepEqual(fs.readdirSync(conv), [`c-y.p${live}.k3state`], 'a state another live window wrote but has not named yet stays');
 });
 
 test('clearing deletes every file the store keeps', () => {

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ChatMessageView, ConversationView } from '../../server/protocol';
-import { initialState, reduce, streamingMessageId } from '../../webview/state';
+import { initialState, reduce, shownParts, streamingMessageId } from '../../webview/state';
 
 const reply: ChatMessageView = { id: 'm2', role: 'assistant', content: '', reasoning: '', state: 'streaming' };
 const conversation: ConversationView = {
@@ -13,7 +13,7 @@ const conversation: ConversationView = {
   updatedAt: 1,
   messages: [{ id: 'm1', role: 'user', content: 'hi', reasoning: '', state: 'done' }, reply],
 };
-const availability = { canSend: true, notice: '' };
+const availability = { canSend: true, notice: '', actions: [] };
 
 function opened() {
   return reduce(initialState(), { type: 'snapshot', conversations: [conversation], current: conversation, availability });
@@ -56,8 +56,8 @@ test('a whole message replaces its namesake or is appended, and ends the stream'
 
 test('availability and focus requests update on their own', () => {
   let s = opened();
-  s = reduce(s, { type: 'availability', availability: { canSend: false, notice: 'The model is loading.' } });
-  assert.deepEqual(s.availability, { canSend: false, notice: 'The model is loading.' });
+  s = reduce(s, { type: 'availability', availability: { canSend: false, notice: 'The model is loading.', actions: [] } });
+  assert.deepEqual(s.availability, { canSend: false, notice: 'The model is loading.', actions: [] });
   assert.equal(s.current, conversation);
   s = reduce(reduce(s, { type: 'focusInput' }), { type: 'focusInput' });
   assert.equal(s.focusRequests, 2);
@@ -65,4 +65,14 @@ test('availability and focus requests update on their own', () => {
 
 test('an unknown message type throws instead of being silently dropped', () => {
   assert.throws(() => reduce(initialState(), { type: 'bogus' } as never), /unknown message/);
+});
+
+test('reasoning is folded only once the model closed it: in view while it streams alone, the answer when it never ended', () => {
+  const m = (over: Partial<ChatMessageView>): ChatMessageView => ({ id: 'r', role: 'assistant', content: '', reasoning: '', state: 'done', ...over });
+  assert.deepEqual(shownParts(m({ state: 'streaming', reasoning: 'hmm' })), { answer: '', reasoning: 'hmm', thinking: true });
+  assert.deepEqual(shownParts(m({ state: 'streaming', reasoning: 'hmm', content: 'It' })), { answer: 'It', reasoning: 'hmm', thinking: false });
+  assert.deepEqual(shownParts(m({ reasoning: 'hmm', content: 'It is.' })), { answer: 'It is.', reasoning: 'hmm', thinking: false });
+  // A reply kept from before the server moved unclosed thinking into the answer.
+  assert.deepEqual(shownParts(m({ reasoning: 'all of it', state: 'stopped' })), { answer: 'all of it', reasoning: '', thinking: false });
+  assert.deepEqual(shownParts(m({ role: 'user', content: 'q', reasoning: 'x' })), { answer: 'q', reasoning: '', thinking: false });
 });

@@ -483,7 +483,7 @@ typedef struct k3_forecast {
     double exposed_expert_seconds; /* expert reads no compute hides */
     double trunk_read_bytes;       /* streamed trunk bytes per pass */
     double expert_read_bytes;      /* expert bytes read per pass */
-    double expert_hit_rate;        /* assumed: the cache's share of the pool (routing spread evenly) */
+    double expert_hit_rate;        /* assumed: what an LRU cache keeps with routing spread evenly */
     int bound;                     /* 0: compute / memory bandwidth, 1: the disk */
 } k3_forecast;
 

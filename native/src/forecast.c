@@ -127,6 +127,26 @@ static double verify_factor(const forecast_profile *p, int n) {
     return p->verify_factor[k - 1] + slope * (double)(n - p->verify_positions[k - 1]);
 }
 
+/* The share of requests an LRU cache of `slots` serves when every pass asks, in each MoE
+ * layer, for a share q of that layer's experts chosen evenly at random (`pool` experts in
+ * all). An expert last asked for j passes ago is still cached when the distinct experts
+ * asked for since number fewer than the slots: about pool x (1 - (1 - q)^j) for a window of
+ * j passes, the layers taking turns in the same order every pass. So the cache serves the
+ * experts asked for within the last J passes, J the longest window that fits: 1 - (1 - q)^J.
+ * A cache smaller than one pass's experts serves none (each pass evicts the last before it
+ * comes round again), where a random order of requests would let it keep its share. */
+double lru_hit_rate(double slots, double pool, double q) {
+    if (pool <= 0.0 || slots >= pool)
+        return 1.0;
+    if (q <= 0.0)
+        return 0.0;
+    if (q >= 1.0)
+        return 0.0; /* every expert every pass, and they do not all fit */
+    /* The largest j with pool (1 - (1 - q)^j) <= slots; (1 - q)^j falls as j grows. */
+    const double j = floor(log(1.0 - slots / pool) / log(1.0 - q) + 1e-9);
+    return j < 1.0 ? 0.0 : 1.0 - pow(1.0 - q, j);
+}
+
 k3_status forecast_make(const forecast_profile *p, const model *m, const k3_model_params *mp, const k3_plan *plan,
                         int positions, k3_forecast *out, k3_error *err) {
     memset(out, 0, sizeof *out);
@@ -147,7 +167,8 @@ k3_status forecast_make(const forecast_profile *p, const model *m, const k3_mode
     const double E = (double)c->num_experts, k = (double)c->num_experts_per_token;
     const double distinct = E > 0 ? E * (1.0 - pow(1.0 - k / E, positions)) : 0.0;
     const double expert_bytes = (double)in->expert_slot_bytes;
-    const double hit = plan->experts ? fmin(1.0, (double)plan->expert_slots / (double)plan->experts) : 1.0;
+    const double hit = lru_hit_rate((double)plan->expert_slots, (double)plan->experts,
+                                    E > 0 ? distinct / E : 0.0);
     double compute = 0.0, exposed = 0.0, expert_read = 0.0, streamed = 0.0;
     for (int l = 0; l < in->n_layers; l++) {
         const int moe = c->layer_is_moe[l];

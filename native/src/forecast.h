@@ -25,8 +25,10 @@
  *   compute c_l = s_k / b_k x (t_l x g(n) + U_l(n) x expert bytes), the kind's seconds per
  *     byte applied to the target's bytes; U_l(n) distinct experts for n positions, from
  *     top_k of E spread evenly: E (1 - (1 - top_k / E)^n)
- *   expert reads e_l = U_l(n) (1 - h) x expert bytes / X, with h the cache's share of the
- *     pool (an LRU under evenly spread routing keeps about that share)
+ *   expert reads e_l = U_l(n) (1 - h) x expert bytes / X, with h what an LRU cache keeps
+ *     under evenly spread routing, the layers asking in turn (lru_hit_rate below): near
+ *     the cache's share of the pool when it holds several passes' experts, nothing when it
+ *     holds less than one pass's
  *   exposed e'_l = max(0, e_l - f_l): expert reads overlap the layer's own FFN
  *   streamed trunk S = sum of the unpinned layers' bytes, read at D
  *   reads that overlap compute slow it by their CPU: C = sum c_l + r x (E, plus S with two
@@ -66,6 +68,12 @@ k3_status forecast_profile_load(const char *path, forecast_profile *out, k3_erro
 
 /* The forecast for `dims` (its config and plan inputs) under the budgets mp (owned trunk
  * and expert cache) and their plan, for a pass of `positions` positions. */
+/* The share of expert requests an LRU cache of `slots` serves when each pass asks, in
+ * every MoE layer, for a share q of the layer's experts (evenly at random; `pool` experts
+ * in all): 1 - (1 - q)^J for the longest window of J passes whose distinct experts,
+ * pool (1 - (1 - q)^J), fit in the slots. */
+double lru_hit_rate(double slots, double pool, double q);
+
 k3_status forecast_make(const forecast_profile *p, const model *dims, const k3_model_params *mp, const k3_plan *plan,
                         int positions, k3_forecast *out, k3_error *err);
 

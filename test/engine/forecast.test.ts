@@ -88,6 +88,27 @@ test('a resident model forecasts its kinds\' seconds per byte times its own byte
   assert.equal(f.bound, 'memory');
 });
 
+test('the expert cache keeps what an LRU keeps when routing is spread evenly: nothing below one pass\'s experts, more passes\' worth as it grows', () => {
+  const p = profile();
+  const moeLayers = pool / config.numExperts;
+  const q = config.topK / config.numExperts; // one position: the share of a layer's experts a pass asks for
+  // An independent count: the longest window of j passes whose distinct experts fit in the slots.
+  const lru = (slots: number) => {
+    let j = 0;
+    while (pool * (1 - (1 - q) ** (j + 1)) <= slots + 1e-9) j++;
+    return 1 - (1 - q) ** j;
+  };
+  const hits: number[] = [];
+  for (let slots = config.topK; slots < pool; slots++) {
+    const [f] = forecast([dir, '--profile', p, '--trunk-gb', '1', '--cache-gb', String((slots * slot + 1) / 1e9)]);
+    assert.ok(Math.abs(f.expert_hit_rate - lru(slots)) < 1e-6, `${slots} slots: ${f.expert_hit_rate} against ${lru(slots)}`);
+    hits.push(f.expert_hit_rate);
+  }
+  assert.equal(hits[0], 0, 'one layer\'s experts cached: every pass evicts them before they come round again');
+  assert.ok(hits.every((h, i) => i === 0 || h >= hits[i - 1]), 'a larger cache never keeps less');
+  assert.ok(hits.some((h) => h > 0) && moeLayers >= 1);
+});
+
 test('streaming adds the disk: in series through one ring slot, overlapped through two', () => {
   const p = profile({ disk_sequential: 1e6, disk_expert: 1e6, disk_mixed: 1.5e6 }); // slow enough to dominate
   const largest = Math.max(...layerBytes);

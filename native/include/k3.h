@@ -500,6 +500,13 @@ k3_status k3_forecast_profile_path(char *out, size_t size);
 k3_status k3_forecast_make(const char *profile, const char *dir, const k3_model_params *mp, int positions,
                            k3_forecast *out, char *detail, size_t detail_size);
 
+/* The same with the share of expert requests the cache serves given rather than assumed
+ * (0..1; negative: assumed, as k3_forecast_make does): for checking the forecast against a
+ * measured run, whose router need not spread its choices evenly. */
+k3_status k3_forecast_make_at_hit_rate(const char *profile, const char *dir, const k3_model_params *mp,
+                                       int positions, double expert_hit_rate, k3_forecast *out, char *detail,
+                                       size_t detail_size);
+
 /* Memory counters of a model since it was opened; every context's passes add to them. */
 typedef struct k3_memory_counters {
     uint64_t expert_requests;    /* experts asked for: distinct experts per layer pass */

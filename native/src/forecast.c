@@ -32,6 +32,16 @@ static k3_status non_negative(const json_value *obj, const char *key, const char
     return K3_OK;
 }
 
+/* A number from 0 to 1 at key of obj, or an error naming it. */
+static k3_status share(const json_value *obj, const char *key, const char *path, double *out, k3_error *err) {
+    double v;
+    if (!json_number(json_get(obj, key), &v) || !(v >= 0.0 && v <= 1.0))
+        return error_set(err, K3_ERR_FORMAT, "%s: %s must be a number from 0 to 1, found %s", path, key,
+                         json_type_name(json_type(json_get(obj, key))));
+    *out = v;
+    return K3_OK;
+}
+
 static k3_status read_kind(const json_value *kinds, const char *name, const char *path, forecast_kind *k,
                            k3_error *err) {
     const json_value *v = json_get(kinds, name);
@@ -66,8 +76,10 @@ k3_status forecast_profile_load(const char *path, forecast_profile *out, k3_erro
         return s;
     const json_value *r = json_root(doc);
     int64_t version = 0, n_threads = 0, io_threads = 0;
-    if (!json_string_is(json_get(r, "format"), "k3-machine-profile") || !json_int(json_get(r, "version"), 1, 1, &version))
-        s = error_set(err, K3_ERR_FORMAT, "%s is not a k3 machine profile of version 1 (format, version)", path);
+    if (!json_string_is(json_get(r, "format"), "k3-machine-profile") || !json_int(json_get(r, "version"), 2, 2, &version))
+        s = error_set(err, K3_ERR_FORMAT,
+                      "%s is not a k3 machine profile of version 2 (format, version): run `npm run bench -- scale` "
+                      "to measure this machine again", path);
     else if (!json_int(json_get(r, "threads"), 1, 1024, &n_threads) ||
              !json_int(json_get(r, "io_threads"), 1, 64, &io_threads))
         s = error_set(err, K3_ERR_FORMAT, "%s: threads must be 1..1024 and io_threads 1..64", path);
@@ -81,6 +93,7 @@ k3_status forecast_profile_load(const char *path, forecast_profile *out, k3_erro
             (s = positive(r, "disk_sequential", "", path, &out->disk_sequential, err)) ||
             (s = positive(r, "disk_expert", "", path, &out->disk_expert, err)) ||
             (s = positive(r, "disk_mixed", "", path, &out->disk_mixed, err)) ||
+            (s = share(r, "disk_mixed_sequential_share", path, &out->disk_mixed_sequential_share, err)) ||
             (s = non_negative(r, "read_cpu_per_byte", path, &out->read_cpu_per_byte, err)) ||
             (s = read_kind(kinds, "dense", path, &out->dense, err)) ||
             (s = read_kind(kinds, "kda_moe", path, &out->kda_moe, err)) ||
@@ -148,7 +161,7 @@ double lru_hit_rate(double slots, double pool, double q) {
 }
 
 k3_status forecast_make(const forecast_profile *p, const model *m, const k3_model_params *mp, const k3_plan *plan,
-                        int positions, k3_forecast *out, k3_error *err) {
+                        int positions, double hit_rate, k3_forecast *out, k3_error *err) {
     memset(out, 0, sizeof *out);
     if (positions < 1 || positions > 1024)
         return error_set(err, K3_ERR_INVALID_ARGUMENT, "forecast: %d positions (1..1024)", positions);
@@ -167,8 +180,9 @@ k3_status forecast_make(const forecast_profile *p, const model *m, const k3_mode
     const double E = (double)c->num_experts, k = (double)c->num_experts_per_token;
     const double distinct = E > 0 ? E * (1.0 - pow(1.0 - k / E, positions)) : 0.0;
     const double expert_bytes = (double)in->expert_slot_bytes;
-    const double hit = lru_hit_rate((double)plan->expert_slots, (double)plan->experts,
-                                    E > 0 ? distinct / E : 0.0);
+    const double hit = hit_rate >= 0.0 ? fmin(hit_rate, 1.0)
+                                       : lru_hit_rate((double)plan->expert_slots, (double)plan->experts,
+                                                      E > 0 ? distinct / E : 0.0);
     double compute = 0.0, exposed = 0.0, expert_read = 0.0, streamed = 0.0;
     for (int l = 0; l < in->n_layers; l++) {
         const int moe = c->layer_is_moe[l];
@@ -186,8 +200,11 @@ k3_status forecast_make(const forecast_profile *p, const model *m, const k3_mode
         out->expert_read_bytes += experts * (1.0 - hit) * expert_bytes;
     }
     compute += p->lm_head.seconds / p->lm_head.bytes * (double)in->lm_head_bytes * g;
-    /* Reads that run while the layers compute take their copying out of the same cores. */
-    compute += p->read_cpu_per_byte * (out->expert_read_bytes + (tl.ring_slots == 1 ? 0.0 : streamed));
+    /* Reads that run while the layers compute take their copying out of the same cores;
+     * exposed expert reads run while the layers wait, on cores that are idle then. */
+    const double hidden_share = expert_read > 0.0 ? 1.0 - exposed / expert_read : 0.0;
+    compute += p->read_cpu_per_byte *
+               (out->expert_read_bytes * hidden_share + (tl.ring_slots == 1 ? 0.0 : streamed));
     const double trunk_read = streamed / p->disk_sequential;
     out->positions = positions;
     out->compute_seconds = compute;
@@ -199,7 +216,10 @@ k3_status forecast_make(const forecast_profile *p, const model *m, const k3_mode
         out->seconds = compute + trunk_read + exposed;
         out->bound = trunk_read + exposed > compute;
     } else {
-        const double both = (streamed + out->expert_read_bytes) / p->disk_mixed;
+        const double seq_share = p->disk_mixed_sequential_share;
+        const double contention =
+            (1.0 / p->disk_mixed) / (seq_share / p->disk_sequential + (1.0 - seq_share) / p->disk_expert);
+        const double both = contention * (trunk_read + expert_read);
         const double disk = streamed == 0.0 ? expert_read : out->expert_read_bytes == 0.0 ? trunk_read : both;
         const double busy = compute + exposed;
         out->disk_seconds = disk;
@@ -225,6 +245,12 @@ k3_status k3_forecast_profile_path(char *out, size_t size) {
 
 k3_status k3_forecast_make(const char *profile, const char *dir, const k3_model_params *mp, int positions,
                            k3_forecast *out, char *detail, size_t detail_size) {
+    return k3_forecast_make_at_hit_rate(profile, dir, mp, positions, -1.0, out, detail, detail_size);
+}
+
+k3_status k3_forecast_make_at_hit_rate(const char *profile, const char *dir, const k3_model_params *mp,
+                                       int positions, double expert_hit_rate, k3_forecast *out, char *detail,
+                                       size_t detail_size) {
     k3_error err = {K3_OK, ""};
     char path[4096];
     forecast_profile p;
@@ -234,6 +260,9 @@ k3_status k3_forecast_make(const char *profile, const char *dir, const k3_model_
     memset(out, 0, sizeof *out);
     if (!mp)
         s = error_set(&err, K3_ERR_INVALID_ARGUMENT, "forecast: no budgets given (a mapped model has no forecast)");
+    else if (!(expert_hit_rate <= 1.0)) /* NaN too */
+        s = error_set(&err, K3_ERR_INVALID_ARGUMENT, "forecast: an expert hit rate of %g (0..1, or negative for the assumed one)",
+                      expert_hit_rate);
     if (s == K3_OK && !profile) {
         if (k3_forecast_profile_path(path, sizeof path) != K3_OK)
             s = error_set(&err, K3_ERR_INVALID_ARGUMENT,
@@ -247,7 +276,7 @@ k3_status k3_forecast_make(const char *profile, const char *dir, const k3_model_
     if (s == K3_OK)
         s = plan_make(m, &m->inputs, mp, NULL, 1, &plan, &err);
     if (s == K3_OK)
-        s = forecast_make(&p, m, mp, &plan, positions, out, &err);
+        s = forecast_make(&p, m, mp, &plan, positions, expert_hit_rate, out, &err);
     model_free(m);
     if (s != K3_OK)
         error_copy_detail(&err, detail, detail_size);

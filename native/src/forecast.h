@@ -4,12 +4,13 @@
  * the profile is written by scripts/bench/scale.ts from `k3 bench-scale` runs.
  *
  * Profile (JSON, at most FORECAST_PROFILE_MAX_BYTES):
- *   {"format": "k3-machine-profile", "version": 1, "source": "...",
+ *   {"format": "k3-machine-profile", "version": 2, "source": "...",
  *    "threads": 2, "io_threads": 2,
  *    "memory_bandwidth": B,        bytes/s, the triad on `threads` threads
  *    "disk_sequential": D,         bytes/s, cold sequential reads at the trunk's block sizes
  *    "disk_expert": X,             bytes/s, cold expert-sized reads on io_threads readers
  *    "disk_mixed": M,              bytes/s, both at once (all bytes over the wall-clock time)
+ *    "disk_mixed_sequential_share": s,  the share of that probe's bytes read in order
  *    "read_cpu_per_byte": r,       CPU-seconds a byte read costs (the copy out of the page
  *                                  cache), taken from the compute while reads overlap it
  *    "kinds": {"dense": K, "kda_moe": K, "mla_moe": K, "lm_head": K},
@@ -31,12 +32,16 @@
  *     holds less than one pass's
  *   exposed e'_l = max(0, e_l - f_l): expert reads overlap the layer's own FFN
  *   streamed trunk S = sum of the unpinned layers' bytes, read at D
- *   reads that overlap compute slow it by their CPU: C = sum c_l + r x (E, plus S with two
- *     slots), E the expert bytes read
+ *   reads that overlap compute slow it by their CPU: C = sum c_l + r x (E x hidden share,
+ *     plus S with two slots), E the expert bytes read, the hidden share
+ *     1 - sum e'_l / sum e_l (exposed reads run while the cores wait)
  *   one ring slot:       T = C + S / D + sum e'_l    (trunk reads never overlap)
  *   two slots or pinned: T = max(C + sum e'_l, disk) where disk is S / D with no
- *     expert reads, sum e_l with no trunk reads, and (S + E) / M with both: the trunk
- *     reader and the expert readers read at once, as the mixed probe does
+ *     expert reads, sum e_l with no trunk reads, and k (S / D + E / X) with both: the
+ *     trunk reader and the expert readers share the device, each byte taking its own
+ *     kind's time, times the contention k the mixed probe measured on its own mix,
+ *     k = (1 / M) / (s / D + (1 - s) / X); so a pass with the probe's mix reads at M, and
+ *     one that is nearly all trunk nearly at D
  *   plus lm_head: s / b x its bytes x g(n).
  * A mapped trunk or mapped experts have no forecast: the page cache decides what stays. */
 #ifndef K3_FORECAST_H
@@ -56,7 +61,7 @@ typedef struct forecast_kind {
 typedef struct forecast_profile {
     char source[256];
     int threads, io_threads;
-    double memory_bandwidth, disk_sequential, disk_expert, disk_mixed, read_cpu_per_byte;
+    double memory_bandwidth, disk_sequential, disk_expert, disk_mixed, disk_mixed_sequential_share, read_cpu_per_byte;
     forecast_kind dense, kda_moe, mla_moe, lm_head;
     int n_verify;
     int verify_positions[FORECAST_MAX_VERIFY]; /* ascending, the first is 1 */
@@ -67,7 +72,8 @@ typedef struct forecast_profile {
 k3_status forecast_profile_load(const char *path, forecast_profile *out, k3_error *err);
 
 /* The forecast for `dims` (its config and plan inputs) under the budgets mp (owned trunk
- * and expert cache) and their plan, for a pass of `positions` positions. */
+ * and expert cache) and their plan, for a pass of `positions` positions; hit_rate is the
+ * expert cache's share of requests served, or negative for lru_hit_rate's. */
 /* The share of expert requests an LRU cache of `slots` serves when each pass asks, in
  * every MoE layer, for a share q of the layer's experts (evenly at random; `pool` experts
  * in all): 1 - (1 - q)^J for the longest window of J passes whose distinct experts,
@@ -75,6 +81,6 @@ k3_status forecast_profile_load(const char *path, forecast_profile *out, k3_erro
 double lru_hit_rate(double slots, double pool, double q);
 
 k3_status forecast_make(const forecast_profile *p, const model *dims, const k3_model_params *mp, const k3_plan *plan,
-                        int positions, k3_forecast *out, k3_error *err);
+                        int positions, double hit_rate, k3_forecast *out, k3_error *err);
 
 #endif

@@ -31,6 +31,7 @@ static void print_row(FILE *f, const char *name, const k3_model_params *mp, cons
 int forecast_main(int argc, char **argv) {
     const char *dir = argc > 1 && argv[1][0] != '-' ? argv[1] : NULL, *profile = NULL;
     int positions = 1, json = 0;
+    double hit_rate = -1.0;
     run_memory rm;
     run_memory_init(&rm);
     for (int i = dir ? 2 : 1; i < argc; i++) {
@@ -53,6 +54,15 @@ int forecast_main(int argc, char **argv) {
                 return 2;
             }
             positions = (int)n;
+            i++;
+        } else if (!strcmp(argv[i], "--expert-hit-rate") && v) {
+            char *end;
+            errno = 0;
+            hit_rate = strtod(v, &end);
+            if (errno || *end || end == v || !(hit_rate >= 0.0 && hit_rate <= 1.0)) {
+                fprintf(stderr, "k3 forecast: --expert-hit-rate '%s': expected a share from 0 to 1\n", v);
+                return 2;
+            }
             i++;
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
@@ -103,7 +113,8 @@ int forecast_main(int argc, char **argv) {
             }
         }
         k3_forecast fc;
-        const k3_status s = k3_forecast_make(profile, dir, &mp, positions, &fc, detail, sizeof detail);
+        const k3_status s =
+            k3_forecast_make_at_hit_rate(profile, dir, &mp, positions, hit_rate, &fc, detail, sizeof detail);
         if (s != K3_OK) {
             fprintf(stderr, "k3 forecast: %s (%s): %s\n", name, k3_status_name(s), detail);
             return 1;

@@ -5,7 +5,7 @@
 // and the profile's fields.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { kindFigures, makeProfile, verifyFactors, type LayerRecord, type Pass, type ScaleRun } from '../../scripts/bench/lib/scale-profile';
+import { kindFigures, makeProfile, passHitRate, verifyFactors, type LayerRecord, type Pass, type ScaleRun } from '../../scripts/bench/lib/scale-profile';
 
 /** A layer record: mixer and FFN seconds, bytes, waits, distinct experts. */
 function rec(mixer: number, ffn: number, bytes: number, experts = 0, wait = 0): LayerRecord {
@@ -47,9 +47,9 @@ const run: ScaleRun = {
     // Two positions: twice the experts, a wait of 0.3 s; the rest 1.5x a single pass.
     { positions: 2, pass: { ...pass(1.5, 8, 0.3) } },
   ],
-  disk_sequential: [{ block: 256e6, readers: 1, bytes: 4e9, seconds: 2, read_seconds: 2, cpu_seconds: 0.5 }],
-  disk_random: [{ block: 17e6, readers: 2, bytes: 1.7e9, seconds: 4, read_seconds: 8, cpu_seconds: 0.34 }],
-  disk_mixed: [{ block: 17e6, readers: 3, bytes: 5e9, seconds: 2.5, read_seconds: 9, cpu_seconds: 1 }],
+  disk_sequential: [{ block: 256e6, readers: 1, bytes: 4e9, sequential_bytes: 4e9, seconds: 2, read_seconds: 2, cpu_seconds: 0.5 }],
+  disk_random: [{ block: 17e6, readers: 2, bytes: 1.7e9, sequential_bytes: 0, seconds: 4, read_seconds: 8, cpu_seconds: 0.34 }],
+  disk_mixed: [{ block: 17e6, readers: 3, bytes: 5e9, sequential_bytes: 4e9, seconds: 2.5, read_seconds: 9, cpu_seconds: 1 }],
   memory: {} as ScaleRun['memory'],
 };
 
@@ -82,7 +82,16 @@ test('the profile takes the median triad, the probes\' aggregate rates and the k
   assert.equal(p.disk_sequential, 2e9);
   assert.equal(p.disk_expert, 1.7e9 / 4);
   assert.equal(p.disk_mixed, 2e9);
+  assert.equal(p.disk_mixed_sequential_share, 0.8);
   assert.equal(p.read_cpu_per_byte, 0.34 / 1.7e9);
   assert.deepEqual(Object.keys(p.kinds).sort(), ['dense', 'kda_moe', 'lm_head', 'mla_moe']);
   assert.deepEqual(p.verify.map((v) => v.positions), [1, 2]);
+});
+
+test('the hit rate of a run is one minus the experts read over the experts asked for', () => {
+  const slot = 1e6;
+  const p = (asked: number, readBytes: number): Pass => ({ ...pass(1), layers: [[0, 0, 0, 0, 0, 0, asked, readBytes]] });
+  assert.equal(passHitRate([p(16, 16 * slot), p(16, 4 * slot)], slot), 1 - 20 / 32);
+  assert.equal(passHitRate([p(16, 0)], slot), 1);
+  assert.equal(passHitRate([], slot), 1, 'no request: nothing was missed');
 });

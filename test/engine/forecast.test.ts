@@ -31,7 +31,7 @@ function profile(overrides: Record<string, unknown> = {}): string {
   const file = path.join(tmp, `profile-${Math.random().toString(36).slice(2)}.json`);
   const p = {
     format: 'k3-machine-profile',
-    version: 1,
+    version: 2,
     source: 'test',
     threads: 2,
     io_threads: 2,
@@ -39,6 +39,7 @@ function profile(overrides: Record<string, unknown> = {}): string {
     disk_sequential: 1e9,
     disk_expert: 0.5e9,
     disk_mixed: 1.2e9,
+    disk_mixed_sequential_share: 0.5,
     read_cpu_per_byte: 0,
     kinds: KINDS,
     verify: [
@@ -124,13 +125,39 @@ test('streaming adds the disk: in series through one ring slot, overlapped throu
   assert.ok(two.seconds < one.seconds);
 });
 
-test('reads that overlap compute add their CPU cost to it', () => {
+test('trunk and expert reads at once share the disk: each byte its own kind\'s time, times the contention the mixed probe measured on its own mix', () => {
+  const largest = Math.max(...layerBytes);
+  const budgets = [dir, '--trunk-gb', String((3 * largest) / 1e9), '--cache-gb', String((config.topK * slot + 10) / 1e9)];
+  const D = 1e6, X = 0.5e6;
+  const at = (mixed: number, share: number) => forecast([...budgets, '--profile', profile({ disk_sequential: D, disk_expert: X, disk_mixed: mixed, disk_mixed_sequential_share: share })])[0];
+  const base = at(0.8e6, 0.5);
+  const S = base.trunk_read_bytes, E = base.expert_read_bytes;
+  assert.ok(S > 0 && E > 0, 'both kinds of read in one pass');
+  const contention = (1 / 0.8e6) / (0.5 / D + 0.5 / X);
+  assert.ok(Math.abs(base.disk_seconds - contention * (S / D + E / X)) < 1e-5 * base.disk_seconds, `${base.disk_seconds}`);
+  // A pass with the probe's own mix reads at the probe's rate.
+  const share = S / (S + E);
+  const same = at(0.8e6, share);
+  assert.ok(Math.abs(same.disk_seconds - (S + E) / 0.8e6) < 1e-5 * same.disk_seconds, `${same.disk_seconds} against ${(S + E) / 0.8e6}`);
+  // A mixed probe at exactly time-sharing's rate means no contention.
+  const free = at(1 / (0.5 / D + 0.5 / X), 0.5);
+  assert.ok(Math.abs(free.disk_seconds - (S / D + E / X)) < 1e-5 * free.disk_seconds);
+});
+
+test('reads that overlap compute add their CPU cost to it; exposed reads, run while the cores wait, do not', () => {
   const budgets = ['--preset', 'desktop'];
-  const [free] = forecast(['--profile', profile(), ...budgets]);
-  const [costly] = forecast(['--profile', profile({ read_cpu_per_byte: 1e-10 }), ...budgets]);
-  // Two ring slots: both the streamed trunk and the missed experts are read during compute.
-  const want = free.compute_seconds + 1e-10 * (free.trunk_read_bytes + free.expert_read_bytes);
-  assert.ok(Math.abs(costly.compute_seconds - want) < 1e-5 * want, `${costly.compute_seconds} against ${want}`); // JSON has 6 digits
+  for (const disk_expert of [0.5e9, 1e12]) {
+    const [free] = forecast(['--profile', profile({ disk_expert }), ...budgets]);
+    const [costly] = forecast(['--profile', profile({ disk_expert, read_cpu_per_byte: 1e-10 }), ...budgets]);
+    // Two ring slots: the streamed trunk is read during compute, and the missed experts as
+    // far as their reads are hidden behind it.
+    const expertRead = free.expert_read_bytes / disk_expert; // seconds, summed over layers
+    const hidden = 1 - free.exposed_expert_seconds / expertRead;
+    const want = free.compute_seconds + 1e-10 * (free.trunk_read_bytes + free.expert_read_bytes * hidden);
+    assert.ok(Math.abs(costly.compute_seconds - want) < 1e-5 * want, `${costly.compute_seconds} against ${want}`); // JSON has 6 digits
+    if (disk_expert === 0.5e9) assert.ok(free.exposed_expert_seconds > 0 && hidden < 1, 'a slow disk leaves reads exposed');
+    else assert.ok(Math.abs(hidden - 1) < 1e-3, 'a fast disk hides every read');
+  }
 });
 
 test('a faster disk never forecasts slower, and verifying positions costs more than one', () => {
@@ -156,10 +183,11 @@ test('a mapped model has no forecast, and a bad profile is refused naming the fi
   const cases: [Record<string, unknown>, RegExp][] = [
     [{ disk_expert: -1 }, /disk_expert must be a positive number/],
     [{ read_cpu_per_byte: 'fast' }, /read_cpu_per_byte must be a number of at least 0, found string/],
+    [{ disk_mixed_sequential_share: 1.5 }, /disk_mixed_sequential_share must be a number from 0 to 1/],
     [{ kinds: { ...KINDS, mla_moe: undefined } }, /kinds\.mla_moe is missing, expected an object/],
     [{ kinds: { ...KINDS, dense: { seconds: 1, ffn_seconds: 2, bytes: 1 } } }, /kinds\.dense\.ffn_seconds must be a number from 0 to its seconds/],
     [{ verify: [{ positions: 2, factor: 1 }] }, /verify\[0\] must be .* positions ascending from 1/],
-    [{ version: 2 }, /is not a k3 machine profile of version 1/],
+    [{ version: 1 }, /is not a k3 machine profile of version 2 \(format, version\): run `npm run bench -- scale`/],
   ];
   for (const [bad, message] of cases) {
     const r = spawnSync(k3Binaries.plain, ['forecast', '--profile', profile(bad), '--preset', 'laptop'], { encoding: 'utf8' });

@@ -30,6 +30,8 @@ export interface DiskProbe {
   block: number;
   readers: number;
   bytes: number;
+  /** Of those, read in order: all of a sequential probe's, the sequential reader's of a mixed one. */
+  sequential_bytes: number;
   seconds: number;
   read_seconds: number;
   cpu_seconds: number;
@@ -114,6 +116,13 @@ export function passWaits(p: Pass): number {
   return p.layers.reduce((s, r) => s + r[4] + r[5], 0);
 }
 
+/** The share of expert requests the cache served over these passes (1 - reads / requests). */
+export function passHitRate(passes: Pass[], expertSlotBytes: number): number {
+  const requests = passes.reduce((s, p) => s + p.layers.reduce((t, r) => t + r[6], 0), 0);
+  const reads = passes.reduce((s, p) => s + p.layers.reduce((t, r) => t + r[7], 0), 0) / expertSlotBytes;
+  return requests > 0 ? Math.min(1, Math.max(0, 1 - reads / requests)) : 1;
+}
+
 /** Distinct experts a pass asked for, summed over layers. */
 export function passExperts(p: Pass): number {
   return p.layers.reduce((s, r) => s + r[6], 0);
@@ -146,7 +155,7 @@ export function probeRate(d: DiskProbe): number {
 
 export interface MachineProfile {
   format: 'k3-machine-profile';
-  version: 1;
+  version: 2;
   source: string;
   threads: number;
   io_threads: number;
@@ -154,6 +163,7 @@ export interface MachineProfile {
   disk_sequential: number;
   disk_expert: number;
   disk_mixed: number;
+  disk_mixed_sequential_share: number;
   read_cpu_per_byte: number;
   kinds: Record<KindName, KindFigure>;
   verify: { positions: number; factor: number }[];
@@ -177,7 +187,7 @@ export function makeProfile(
   if (bandwidths.length === 0) throw new Error('the resident run measured no bandwidth (--rounds)');
   return {
     format: 'k3-machine-profile',
-    version: 1,
+    version: 2,
     source,
     threads: resident.threads,
     io_threads: resident.io_threads,
@@ -185,6 +195,7 @@ export function makeProfile(
     disk_sequential: probeRate(disk.sequential),
     disk_expert: probeRate(disk.expert),
     disk_mixed: probeRate(disk.mixed),
+    disk_mixed_sequential_share: disk.mixed.sequential_bytes / disk.mixed.bytes,
     read_cpu_per_byte: disk.expert.cpu_seconds / disk.expert.bytes,
     kinds,
     verify: verifyFactors(resident, expertSeconds).map(({ positions, factor }) => ({ positions, factor })),

@@ -24,6 +24,20 @@ static const char *human(double bytes, char *buf, size_t size) {
     return buf;
 }
 
+/* The s/token cell for budgets mp on dir (NULL: the release): the forecast, or "-" with the
+ * first failure's detail kept in why (one reason is printed under the table). */
+static void forecast_cell(const char *profile, const char *dir, const k3_model_params *mp, char *cell, size_t size,
+                          char *detail, size_t detail_size, const char **why) {
+    k3_forecast fc;
+    snprintf(cell, size, "-");
+    if (!profile || *why)
+        return;
+    if (k3_forecast_make(profile, dir, mp, 1, &fc, detail, detail_size) == K3_OK)
+        snprintf(cell, size, "%.2f", fc.seconds);
+    else
+        *why = detail;
+}
+
 void run_memory_list_presets(FILE *f, const char *model_dir) {
     char a[32], b[32], c[32], d[32], profile[4096], detail[1024];
     const int have_path = k3_forecast_profile_path(profile, sizeof profile) == K3_OK;
@@ -39,14 +53,8 @@ void run_memory_list_presets(FILE *f, const char *model_dir) {
         k3_model_params_default(&mp);
         mp.trunk_bytes = p->trunk_bytes;
         mp.expert_cache_bytes = p->expert_cache_bytes;
-        k3_forecast fc;
-        char spt[32] = "-";
-        if (have_path && !why) {
-            if (k3_forecast_make(profile, NULL, &mp, 1, &fc, detail, sizeof detail) == K3_OK)
-                snprintf(spt, sizeof spt, "%.2f", fc.seconds);
-            else
-                why = detail;
-        }
+        char spt[32];
+        forecast_cell(have_path ? profile : NULL, NULL, &mp, spt, sizeof spt, detail, sizeof detail, &why);
         fprintf(f, "  %-12s %10s %12s %14s %12s %9s  %s\n", p->name, human((double)p->trunk_bytes, a, sizeof a),
                 human((double)p->expert_cache_bytes, b, sizeof b), human((double)p->full_scale_peak_rss, c, sizeof c),
                 human((double)p->full_scale_plan, d, sizeof d), spt, p->note);
@@ -55,12 +63,14 @@ void run_memory_list_presets(FILE *f, const char *model_dir) {
     k3_plan plan;
     char adetail[1024];
     const k3_status s = k3_preset_auto(model_dir, NULL, 0, &mp, &plan, adetail, sizeof adetail);
-    if (s == K3_OK)
+    if (s == K3_OK) {
+        char spt[32];
+        forecast_cell(have_path ? profile : NULL, model_dir, &mp, spt, sizeof spt, detail, sizeof detail, &why);
         fprintf(f, "  %-12s %10s %12s %14s %12s %9s  sized from this machine's MemAvailable (%s) for %s\n", "auto",
                 human((double)mp.trunk_bytes, a, sizeof a), human((double)mp.expert_cache_bytes, b, sizeof b), "-",
-                human((double)plan.total, c, sizeof c), "", human((double)plan.available, d, sizeof d),
+                human((double)plan.total, c, sizeof c), spt, human((double)plan.available, d, sizeof d),
                 model_dir ? model_dir : "the release");
-    else
+    } else
         fprintf(f, "  %-12s refused on this machine for %s: %s\n", "auto", model_dir ? model_dir : "the release",
                 adetail);
     if (!have_path)

@@ -32,16 +32,6 @@ static k3_status non_negative(const json_value *obj, const char *key, const char
     return K3_OK;
 }
 
-/* A number from 0 to 1 at key of obj, or an error naming it. */
-static k3_status share(const json_value *obj, const char *key, const char *path, double *out, k3_error *err) {
-    double v;
-    if (!json_number(json_get(obj, key), &v) || !(v >= 0.0 && v <= 1.0))
-        return error_set(err, K3_ERR_FORMAT, "%s: %s must be a number from 0 to 1, found %s", path, key,
-                         json_type_name(json_type(json_get(obj, key))));
-    *out = v;
-    return K3_OK;
-}
-
 static k3_status read_kind(const json_value *kinds, const char *name, const char *path, forecast_kind *k,
                            k3_error *err) {
     const json_value *v = json_get(kinds, name);
@@ -92,8 +82,6 @@ k3_status forecast_profile_load(const char *path, forecast_profile *out, k3_erro
         if ((s = positive(r, "memory_bandwidth", "", path, &out->memory_bandwidth, err)) ||
             (s = positive(r, "disk_sequential", "", path, &out->disk_sequential, err)) ||
             (s = positive(r, "disk_expert", "", path, &out->disk_expert, err)) ||
-            (s = positive(r, "disk_mixed", "", path, &out->disk_mixed, err)) ||
-            (s = share(r, "disk_mixed_sequential_share", path, &out->disk_mixed_sequential_share, err)) ||
             (s = non_negative(r, "read_cpu_per_byte", path, &out->read_cpu_per_byte, err)) ||
             (s = read_kind(kinds, "dense", path, &out->dense, err)) ||
             (s = read_kind(kinds, "kda_moe", path, &out->kda_moe, err)) ||
@@ -216,11 +204,8 @@ k3_status forecast_make(const forecast_profile *p, const model *m, const k3_mode
         out->seconds = compute + trunk_read + exposed;
         out->bound = trunk_read + exposed > compute;
     } else {
-        const double seq_share = p->disk_mixed_sequential_share;
-        const double contention =
-            (1.0 / p->disk_mixed) / (seq_share / p->disk_sequential + (1.0 - seq_share) / p->disk_expert);
-        const double both = contention * (trunk_read + expert_read);
-        const double disk = streamed == 0.0 ? expert_read : out->expert_read_bytes == 0.0 ? trunk_read : both;
+        /* Both kinds at once share the device: each byte takes its own kind's time. */
+        const double disk = trunk_read + expert_read;
         const double busy = compute + exposed;
         out->disk_seconds = disk;
         out->seconds = busy > disk ? busy : disk;

@@ -9,8 +9,6 @@
  *    "memory_bandwidth": B,        bytes/s, the triad on `threads` threads
  *    "disk_sequential": D,         bytes/s, cold sequential reads at the trunk's block sizes
  *    "disk_expert": X,             bytes/s, cold expert-sized reads on io_threads readers
- *    "disk_mixed": M,              bytes/s, both at once (all bytes over the wall-clock time)
- *    "disk_mixed_sequential_share": s,  the share of that probe's bytes read in order
  *    "read_cpu_per_byte": r,       CPU-seconds a byte read costs (the copy out of the page
  *                                  cache), taken from the compute while reads overlap it
  *    "kinds": {"dense": K, "kda_moe": K, "mla_moe": K, "lm_head": K},
@@ -36,12 +34,11 @@
  *     plus S with two slots), E the expert bytes read, the hidden share
  *     1 - sum e'_l / sum e_l (exposed reads run while the cores wait)
  *   one ring slot:       T = C + S / D + sum e'_l    (trunk reads never overlap)
- *   two slots or pinned: T = max(C + sum e'_l, disk) where disk is S / D with no
- *     expert reads, sum e_l with no trunk reads, and k (S / D + E / X) with both: the
+ *   two slots or pinned: T = max(C + sum e'_l, disk) with disk = S / D + sum e_l: the
  *     trunk reader and the expert readers share the device, each byte taking its own
- *     kind's time, times the contention k the mixed probe measured on its own mix,
- *     k = (1 / M) / (s / D + (1 - s) / X); so a pass with the probe's mix reads at M, and
- *     one that is nearly all trunk nearly at D
+ *     kind's time (docs/SCALE.md sets this against a probe that runs both kinds flat out
+ *     at once, which the engine's reads, experts in bursts between steady trunk reads,
+ *     are not)
  *   plus lm_head: s / b x its bytes x g(n).
  * A mapped trunk or mapped experts have no forecast: the page cache decides what stays. */
 #ifndef K3_FORECAST_H
@@ -61,7 +58,7 @@ typedef struct forecast_kind {
 typedef struct forecast_profile {
     char source[256];
     int threads, io_threads;
-    double memory_bandwidth, disk_sequential, disk_expert, disk_mixed, disk_mixed_sequential_share, read_cpu_per_byte;
+    double memory_bandwidth, disk_sequential, disk_expert, read_cpu_per_byte;
     forecast_kind dense, kda_moe, mla_moe, lm_head;
     int n_verify;
     int verify_positions[FORECAST_MAX_VERIFY]; /* ascending, the first is 1 */

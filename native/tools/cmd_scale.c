@@ -254,10 +254,10 @@ static void json_disk(FILE *f, const char *key, const diskprobe_result *d, int n
     fprintf(f, ",\n  \"%s\": [", key);
     for (int i = 0; i < n; i++)
         fprintf(f,
-                "%s\n    {\"block\": %llu, \"readers\": %d, \"bytes\": %llu, \"sequential_bytes\": %llu, "
-                "\"seconds\": %.6f, \"read_seconds\": %.6f, \"cpu_seconds\": %.6f}",
+                "%s\n    {\"block\": %llu, \"readers\": %d, \"bytes\": %llu, \"seconds\": %.6f, \"read_seconds\": %.6f, "
+                "\"cpu_seconds\": %.6f}",
                 i ? "," : "", (unsigned long long)d[i].block, d[i].readers, (unsigned long long)d[i].bytes,
-                (unsigned long long)d[i].sequential_bytes, d[i].seconds, d[i].read_seconds, d[i].cpu_seconds);
+                d[i].seconds, d[i].read_seconds, d[i].cpu_seconds);
     fprintf(f, "\n  ]");
 }
 

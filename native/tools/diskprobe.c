@@ -217,7 +217,6 @@ int diskprobe_sequential(const char *dir, const char *extents, uint64_t block, u
         out->bytes += len;
         at = (at + len) % s.seq_total;
     }
-    out->sequential_bytes = out->bytes;
     out->seconds = clock_now_s() - t0;
     out->cpu_seconds = cpu_now() - c0;
     free(buf);
@@ -370,7 +369,6 @@ int diskprobe_mixed(const char *dir, const char *extents, uint64_t seq_block, ui
     out->block = block;
     out->readers = rnd.readers + 1;
     out->bytes = rnd.bytes + job.result.bytes;
-    out->sequential_bytes = job.result.bytes;
     out->seconds = clock_now_s() - t0;
     out->read_seconds = rnd.read_seconds + job.result.read_seconds;
     out->cpu_seconds = cpu_now() - c0;

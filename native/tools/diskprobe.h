@@ -21,8 +21,6 @@ typedef struct diskprobe_result {
     uint64_t block;      /* bytes per pread */
     int readers;         /* threads reading at once */
     uint64_t bytes;      /* read in all */
-    uint64_t sequential_bytes; /* of those, read in order (all of a sequential probe's, the
-                                  sequential reader's of a mixed one, none of a random one) */
     double seconds;      /* wall-clock time of the whole probe */
     double read_seconds; /* summed over readers: time inside pread */
     double cpu_seconds;  /* CPU time the process spent meanwhile (every thread): what reading

@@ -241,7 +241,7 @@ const ioRows = configs.filter((c) => c.name !== 'resident').map((c) => ioRow(c.n
 
 // ---- the machine profile ---------------------------------------------------------------------
 const seqProbe = res.disk_sequential.reduce((a, b) => (b.bytes > a.bytes ? b : a));
-const profile: MachineProfile = makeProfile(res, { sequential: seqProbe, expert: res.disk_random[0], mixed: res.disk_mixed[0] }, expertBytes,
+const profile: MachineProfile = makeProfile(res, { sequential: seqProbe, expert: res.disk_random[0] }, expertBytes,
   `npm run bench -- scale on ${path.basename(model)}, ${new Date().toISOString()}, load ${res.load_average.slice(0, 3).join(' ')}`);
 const profileFile = path.join(repoRoot, 'out/bench/machine-profile.json');
 fs.writeFileSync(profileFile, JSON.stringify(profile, null, 2) + '\n');
@@ -270,8 +270,6 @@ const validation = configs.filter((c) => c.name !== 'resident').map((c) => {
     kinds: kindFigures(before),
     disk_sequential: largest ? probeRate(largest) : profile.disk_sequential,
     disk_expert: r.disk_random.length ? probeRate(r.disk_random[0]) : profile.disk_expert,
-    disk_mixed: r.disk_mixed?.length ? probeRate(r.disk_mixed[0]) : profile.disk_mixed,
-    disk_mixed_sequential_share: r.disk_mixed?.length ? r.disk_mixed[0].sequential_bytes / r.disk_mixed[0].bytes : profile.disk_mixed_sequential_share,
   };
   const file = path.join(work, `profile-${c.name.replace(/[^a-z0-9]+/g, '-')}.json`);
   fs.writeFileSync(file, JSON.stringify(own, null, 2) + '\n');
@@ -284,22 +282,19 @@ const validation = configs.filter((c) => c.name !== 'resident').map((c) => {
   const hit = passHitRate(steadySteps(r), r.memory.plan.expert_slot_bytes);
   const [fh] = forecast([...budgets, '--expert-hit-rate', hit.toFixed(6)], file);
   // And with the read rates the engine itself achieved in the run instead of the probes':
-  // the model's structure, apart from how well a probe predicts this disk. Those rates were
-  // measured while both kinds of read ran, so they are combined as time-sharing (no further
-  // contention: the mixed rate is set to what time-sharing gives at the probe's mix).
+  // the model's structure, apart from how well a probe predicts this disk.
   const m = r.memory;
   const engineExpert = m.expert_read_seconds > 0 ? m.expert_bytes_read / (m.expert_read_seconds / IO_THREADS) : own.disk_expert;
   const engineTrunk = m.trunk_read_seconds > 0.1 ? m.trunk_bytes_read / m.trunk_read_seconds : own.disk_sequential;
   const engineFile = file.replace(/\.json$/, '-engine.json');
-  const share = own.disk_mixed_sequential_share;
-  const timeShared = 1 / (share / engineTrunk + (1 - share) / engineExpert);
-  fs.writeFileSync(engineFile, JSON.stringify({ ...own, disk_sequential: engineTrunk, disk_expert: engineExpert, disk_mixed: timeShared }, null, 2) + '\n');
+  fs.writeFileSync(engineFile, JSON.stringify({ ...own, disk_sequential: engineTrunk, disk_expert: engineExpert }, null, 2) + '\n');
   const [fe] = forecast([...budgets, '--expert-hit-rate', hit.toFixed(6)], engineFile);
   const measured = median(steadySteps(r).map((p) => p.seconds));
   const compute = median(steadySteps(r).map((p) => p.seconds - passWaits(p)));
   return {
     name: c.name,
-    disk_mixed: own.disk_mixed,
+    // The probe of both kinds at once, flat out (not used by the forecast; for comparison).
+    disk_mixed: r.disk_mixed?.length ? probeRate(r.disk_mixed[0]) : 0,
     measured,
     measured_compute: compute,
     forecast: f.seconds,
@@ -420,9 +415,9 @@ console.log(`disk, guest page cache dropped, sequential by block size (1 GB each
 
 console.log('\nforecast against measured, the slice (profile kinds + each run\'s own disk probes)');
 for (const v of validation)
-  console.log(`  ${v.name.padEnd(16)} measured ${v.measured.toFixed(3)} s (compute ${v.measured_compute.toFixed(3)}), forecast ${v.forecast.toFixed(3)} s (compute ${v.forecast_compute.toFixed(3)}, disk ${v.forecast_disk.toFixed(3)}; ${v.error >= 0 ? '+' : ''}${pct(v.error)}), bound by ${v.bound}; resident step just before ${v.resident_step.toFixed(3)} s; disk ${(v.disk_sequential / 1e6).toFixed(0)} / ${(v.disk_expert / 1e6).toFixed(0)} / ${(v.disk_mixed / 1e6).toFixed(0)} MB/s; cache served ${pct(v.hit_rate)} of expert requests (assumed ${pct(v.assumed_hit_rate)}): at that share ${v.forecast_at_hit_rate.toFixed(3)} s (${v.error_at_hit_rate >= 0 ? '+' : ''}${pct(v.error_at_hit_rate)}), and with the engine's own read rates too ${v.forecast_engine_rates.toFixed(3)} s (${v.error_engine_rates >= 0 ? '+' : ''}${pct(v.error_engine_rates)})`);
+  console.log(`  ${v.name.padEnd(16)} measured ${v.measured.toFixed(3)} s (compute ${v.measured_compute.toFixed(3)}), forecast ${v.forecast.toFixed(3)} s (compute ${v.forecast_compute.toFixed(3)}, disk ${v.forecast_disk.toFixed(3)}; ${v.error >= 0 ? '+' : ''}${pct(v.error)}), bound by ${v.bound}; resident step just before ${v.resident_step.toFixed(3)} s; disk ${(v.disk_sequential / 1e6).toFixed(0)} / ${(v.disk_expert / 1e6).toFixed(0)} MB/s${v.disk_mixed ? ` (both flat out at once ${(v.disk_mixed / 1e6).toFixed(0)})` : ''}; cache served ${pct(v.hit_rate)} of expert requests (assumed ${pct(v.assumed_hit_rate)}): at that share ${v.forecast_at_hit_rate.toFixed(3)} s (${v.error_at_hit_rate >= 0 ? '+' : ''}${pct(v.error_at_hit_rate)}), and with the engine's own read rates too ${v.forecast_engine_rates.toFixed(3)} s (${v.error_engine_rates >= 0 ? '+' : ''}${pct(v.error_engine_rates)})`);
 
-console.log(`\nfull release (93 layers) on this machine: memory ${(profile.memory_bandwidth / 1e9).toFixed(1)} GB/s, disk ${(profile.disk_sequential / 1e6).toFixed(0)} MB/s sequential, ${(profile.disk_expert / 1e6).toFixed(0)} MB/s expert reads, ${(profile.disk_mixed / 1e6).toFixed(0)} MB/s both at once`);
+console.log(`\nfull release (93 layers) on this machine: memory ${(profile.memory_bandwidth / 1e9).toFixed(1)} GB/s, disk ${(profile.disk_sequential / 1e6).toFixed(0)} MB/s sequential, ${(profile.disk_expert / 1e6).toFixed(0)} MB/s expert reads`);
 console.log(`preset        s/token  compute  disk     read GB/token  bound    verify 9 s  +1 position  --spec ${SPEC} always  paced (n)  without replay (n)`);
 for (const r of specRows) {
   const f = (full.get(1) as Forecast[]).find((x) => x.preset === r.preset) as Forecast;

@@ -47,9 +47,9 @@ const run: ScaleRun = {
     // Two positions: twice the experts, a wait of 0.3 s; the rest 1.5x a single pass.
     { positions: 2, pass: { ...pass(1.5, 8, 0.3) } },
   ],
-  disk_sequential: [{ block: 256e6, readers: 1, bytes: 4e9, sequential_bytes: 4e9, seconds: 2, read_seconds: 2, cpu_seconds: 0.5 }],
-  disk_random: [{ block: 17e6, readers: 2, bytes: 1.7e9, sequential_bytes: 0, seconds: 4, read_seconds: 8, cpu_seconds: 0.34 }],
-  disk_mixed: [{ block: 17e6, readers: 3, bytes: 5e9, sequential_bytes: 4e9, seconds: 2.5, read_seconds: 9, cpu_seconds: 1 }],
+  disk_sequential: [{ block: 256e6, readers: 1, bytes: 4e9, seconds: 2, read_seconds: 2, cpu_seconds: 0.5 }],
+  disk_random: [{ block: 17e6, readers: 2, bytes: 1.7e9, seconds: 4, read_seconds: 8, cpu_seconds: 0.34 }],
+  disk_mixed: [{ block: 17e6, readers: 3, bytes: 5e9, seconds: 2.5, read_seconds: 9, cpu_seconds: 1 }],
   memory: {} as ScaleRun['memory'],
 };
 
@@ -76,13 +76,11 @@ test('the verify factor leaves out the experts\' compute and the waits, fastest 
 });
 
 test('the profile takes the median triad, the probes\' aggregate rates and the kinds', () => {
-  const p = makeProfile(run, { sequential: run.disk_sequential[0], expert: run.disk_random[0], mixed: run.disk_mixed[0] }, 17e6, 'test');
+  const p = makeProfile(run, { sequential: run.disk_sequential[0], expert: run.disk_random[0] }, 17e6, 'test');
   assert.equal(p.format, 'k3-machine-profile');
   assert.equal(p.memory_bandwidth, 10.5e9); // median of 8, 10, 12, 11
   assert.equal(p.disk_sequential, 2e9);
   assert.equal(p.disk_expert, 1.7e9 / 4);
-  assert.equal(p.disk_mixed, 2e9);
-  assert.equal(p.disk_mixed_sequential_share, 0.8);
   assert.equal(p.read_cpu_per_byte, 0.34 / 1.7e9);
   assert.deepEqual(Object.keys(p.kinds).sort(), ['dense', 'kda_moe', 'lm_head', 'mla_moe']);
   assert.deepEqual(p.verify.map((v) => v.positions), [1, 2]);

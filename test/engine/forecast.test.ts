@@ -38,8 +38,6 @@ function profile(overrides: Record<string, unknown> = {}): string {
     memory_bandwidth: 20e9,
     disk_sequential: 1e9,
     disk_expert: 0.5e9,
-    disk_mixed: 1.2e9,
-    disk_mixed_sequential_share: 0.5,
     read_cpu_per_byte: 0,
     kinds: KINDS,
     verify: [
@@ -111,7 +109,7 @@ test('the expert cache keeps what an LRU keeps when routing is spread evenly: no
 });
 
 test('streaming adds the disk: in series through one ring slot, overlapped through two', () => {
-  const p = profile({ disk_sequential: 1e6, disk_expert: 1e6, disk_mixed: 1.5e6 }); // slow enough to dominate
+  const p = profile({ disk_sequential: 1e6, disk_expert: 1e6 }); // slow enough to dominate
   const largest = Math.max(...layerBytes);
   const [one] = forecast([dir, '--profile', p, '--trunk-gb', String((largest + 1e5) / 1e9), '--cache-gb', String((config.topK * slot + 10) / 1e9)]);
   assert.equal(one.bound, 'disk');
@@ -125,23 +123,15 @@ test('streaming adds the disk: in series through one ring slot, overlapped throu
   assert.ok(two.seconds < one.seconds);
 });
 
-test('trunk and expert reads at once share the disk: each byte its own kind\'s time, times the contention the mixed probe measured on its own mix', () => {
+test('trunk and expert reads at once share the disk: each byte takes its own kind\'s time', () => {
   const largest = Math.max(...layerBytes);
   const budgets = [dir, '--trunk-gb', String((3 * largest) / 1e9), '--cache-gb', String((config.topK * slot + 10) / 1e9)];
   const D = 1e6, X = 0.5e6;
-  const at = (mixed: number, share: number) => forecast([...budgets, '--profile', profile({ disk_sequential: D, disk_expert: X, disk_mixed: mixed, disk_mixed_sequential_share: share })])[0];
-  const base = at(0.8e6, 0.5);
-  const S = base.trunk_read_bytes, E = base.expert_read_bytes;
+  const [f] = forecast([...budgets, '--profile', profile({ disk_sequential: D, disk_expert: X })]);
+  const S = f.trunk_read_bytes, E = f.expert_read_bytes;
   assert.ok(S > 0 && E > 0, 'both kinds of read in one pass');
-  const contention = (1 / 0.8e6) / (0.5 / D + 0.5 / X);
-  assert.ok(Math.abs(base.disk_seconds - contention * (S / D + E / X)) < 1e-5 * base.disk_seconds, `${base.disk_seconds}`);
-  // A pass with the probe's own mix reads at the probe's rate.
-  const share = S / (S + E);
-  const same = at(0.8e6, share);
-  assert.ok(Math.abs(same.disk_seconds - (S + E) / 0.8e6) < 1e-5 * same.disk_seconds, `${same.disk_seconds} against ${(S + E) / 0.8e6}`);
-  // A mixed probe at exactly time-sharing's rate means no contention.
-  const free = at(1 / (0.5 / D + 0.5 / X), 0.5);
-  assert.ok(Math.abs(free.disk_seconds - (S / D + E / X)) < 1e-5 * free.disk_seconds);
+  assert.ok(Math.abs(f.disk_seconds - (S / D + E / X)) < 1e-5 * f.disk_seconds, `${f.disk_seconds} against ${S / D + E / X}`);
+  assert.equal(f.bound, 'disk');
 });
 
 test('reads that overlap compute add their CPU cost to it; exposed reads, run while the cores wait, do not', () => {
@@ -162,8 +152,8 @@ test('reads that overlap compute add their CPU cost to it; exposed reads, run wh
 
 test('a faster disk never forecasts slower, and verifying positions costs more than one', () => {
   const budgets = ['--preset', 'laptop'];
-  const slow = forecast(['--profile', profile({ disk_sequential: 3e8, disk_expert: 3e8, disk_mixed: 3e8 }), ...budgets]);
-  const fast = forecast(['--profile', profile({ disk_sequential: 3e9, disk_expert: 3e9, disk_mixed: 3e9 }), ...budgets]);
+  const slow = forecast(['--profile', profile({ disk_sequential: 3e8, disk_expert: 3e8 }), ...budgets]);
+  const fast = forecast(['--profile', profile({ disk_sequential: 3e9, disk_expert: 3e9 }), ...budgets]);
   assert.ok(fast[0].seconds < slow[0].seconds);
   const p = profile();
   const serial = forecast(['--profile', p, '--positions', '1'])[0];
@@ -183,7 +173,6 @@ test('a mapped model has no forecast, and a bad profile is refused naming the fi
   const cases: [Record<string, unknown>, RegExp][] = [
     [{ disk_expert: -1 }, /disk_expert must be a positive number/],
     [{ read_cpu_per_byte: 'fast' }, /read_cpu_per_byte must be a number of at least 0, found string/],
-    [{ disk_mixed_sequential_share: 1.5 }, /disk_mixed_sequential_share must be a number from 0 to 1/],
     [{ kinds: { ...KINDS, mla_moe: undefined } }, /kinds\.mla_moe is missing, expected an object/],
     [{ kinds: { ...KINDS, dense: { seconds: 1, ffn_seconds: 2, bytes: 1 } } }, /kinds\.dense\.ffn_seconds must be a number from 0 to its seconds/],
     [{ verify: [{ positions: 2, factor: 1 }] }, /verify\[0\] must be .* positions ascending from 1/],

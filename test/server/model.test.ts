@@ -63,7 +63,7 @@ test("the preset list carries the engine's seconds-per-token forecast where this
   const kind = { seconds: 0.1, ffn_seconds: 0.05, bytes: 1e9 };
   fs.writeFileSync(profile, JSON.stringify({
     format: 'k3-machine-profile', version: 2, source: 'test', threads: 2, io_threads: 2, memory_bandwidth: 2e10,
-    disk_sequential: 1e9, disk_expert: 1e9, disk_mixed: 1.5e9, disk_mixed_sequential_share: 0.5, read_cpu_per_byte: 0,
+    disk_sequential: 1e9, disk_expert: 1e9, read_cpu_per_byte: 0,
     kinds: { dense: kind, kda_moe: kind, mla_moe: kind, lm_head: { ...kind, ffn_seconds: 0 } }, verify: [{ positions: 1, factor: 1 }],
   }));
   const before = process.env.K3_MACHINE_PROFILE;

@@ -30,8 +30,6 @@ export interface DiskProbe {
   block: number;
   readers: number;
   bytes: number;
-  /** Of those, read in order: all of a sequential probe's, the sequential reader's of a mixed one. */
-  sequential_bytes: number;
   seconds: number;
   read_seconds: number;
   cpu_seconds: number;
@@ -162,8 +160,6 @@ export interface MachineProfile {
   memory_bandwidth: number;
   disk_sequential: number;
   disk_expert: number;
-  disk_mixed: number;
-  disk_mixed_sequential_share: number;
   read_cpu_per_byte: number;
   kinds: Record<KindName, KindFigure>;
   verify: { positions: number; factor: number }[];
@@ -175,7 +171,7 @@ export interface MachineProfile {
  */
 export function makeProfile(
   resident: ScaleRun,
-  disk: { sequential: DiskProbe; expert: DiskProbe; mixed: DiskProbe },
+  disk: { sequential: DiskProbe; expert: DiskProbe },
   expertBytes: number,
   source: string,
 ): MachineProfile {
@@ -194,8 +190,6 @@ export function makeProfile(
     memory_bandwidth: median(bandwidths),
     disk_sequential: probeRate(disk.sequential),
     disk_expert: probeRate(disk.expert),
-    disk_mixed: probeRate(disk.mixed),
-    disk_mixed_sequential_share: disk.mixed.sequential_bytes / disk.mixed.bytes,
     read_cpu_per_byte: disk.expert.cpu_seconds / disk.expert.bytes,
     kinds,
     verify: verifyFactors(resident, expertSeconds).map(({ positions, factor }) => ({ positions, factor })),

@@ -9,7 +9,7 @@ import { ChatService } from './chat/service';
 import { CompletionService } from './completion/service';
 import { ContextRing } from './completion/context';
 import { Documents } from './documents';
-import { enginePresets } from './engine/engine';
+import { enginePresetForecasts, enginePresets } from './engine/engine';
 import { EngineHost } from './engine/host';
 import { invalidRequest } from './errors';
 import {
@@ -107,10 +107,16 @@ export class ServerCtx {
    * when the name is not one the engine knows). */
   get preset(): string {
     const chosen = this.store.readWorkspace().preset ?? this.init.preset ?? 'auto';
-    return this.presets().some((p) => p.id === chosen) ? chosen : 'auto';
+    return this.presetIds().includes(chosen) ? chosen : 'auto';
+  }
+
+  /** The names the engine knows, without the forecasts presets() reads a profile for. */
+  private presetIds(): string[] {
+    return ['auto', ...enginePresets().map((p) => p.name), 'mapped'];
   }
 
   presets(): PresetInfo[] {
+    const forecasts = enginePresetForecasts();
     return [
       { id: 'auto', label: 'Auto', description: 'Budgets sized from the memory this machine has free.' },
       ...enginePresets().map((p) => ({
@@ -120,14 +126,14 @@ export class ServerCtx {
         trunkBytes: p.trunkBytes,
         expertCacheBytes: p.expertCacheBytes,
         peakBytes: p.fullScalePeakRss,
-        ...(p.forecastSecondsPerToken !== undefined ? { secondsPerToken: p.forecastSecondsPerToken } : {}),
+        ...(forecasts[p.name] !== undefined ? { secondsPerToken: forecasts[p.name] } : {}),
       })),
       { id: 'mapped', label: 'Mapped', description: 'Every weight mapped from the shards; the operating system decides what stays in memory.' },
     ];
   }
 
   checkPreset(preset: unknown): string {
-    if (typeof preset !== 'string' || !this.presets().some((p) => p.id === preset)) {
+    if (typeof preset !== 'string' || !this.presetIds().includes(preset)) {
       throw invalidRequest(`unknown preset ${JSON.stringify(preset)}; k3/presets/list names them`);
     }
     return preset;

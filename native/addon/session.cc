@@ -225,9 +225,8 @@ Napi::Value ModelPlan(const Napi::CallbackInfo &info) {
     return o;
 }
 
-// presets() -> [{ name, trunkBytes, expertCacheBytes, fullScalePeakRss, fullScalePlan, note,
-//                forecastSecondsPerToken? }]; the forecast is present when this machine has
-// a measured profile (k3_forecast_make's default path).
+// presets() -> [{ name, trunkBytes, expertCacheBytes, fullScalePeakRss, fullScalePlan, note }]:
+// the engine's table, no I/O (the server asks for it with every status).
 Napi::Value Presets(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
     const int n = k3_preset_count();
@@ -241,15 +240,29 @@ Napi::Value Presets(const Napi::CallbackInfo &info) {
         o.Set("fullScalePeakRss", static_cast<double>(p->full_scale_peak_rss));
         o.Set("fullScalePlan", static_cast<double>(p->full_scale_plan));
         o.Set("note", p->note ? p->note : "");
+        out.Set(static_cast<uint32_t>(i), o);
+    }
+    return out;
+}
+
+// presetForecasts() -> { [name]: seconds per token of the full release with that preset's
+// budgets on this machine }, from its measured profile (k3_forecast_make's default path);
+// empty when there is none. Reads the profile, so it is asked for only when the presets are
+// listed for a person to choose.
+Napi::Value PresetForecasts(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    Napi::Object out = Napi::Object::New(env);
+    for (int i = 0; i < k3_preset_count(); i++) {
+        const k3_preset *p = k3_preset_at(i);
         k3_model_params mp;
         k3_model_params_default(&mp);
         mp.trunk_bytes = p->trunk_bytes;
         mp.expert_cache_bytes = p->expert_cache_bytes;
         k3_forecast fc;
         char detail[512];
-        if (k3_forecast_make(nullptr, nullptr, &mp, 1, &fc, detail, sizeof detail) == K3_OK)
-            o.Set("forecastSecondsPerToken", fc.seconds);
-        out.Set(static_cast<uint32_t>(i), o);
+        if (k3_forecast_make(nullptr, nullptr, &mp, 1, &fc, detail, sizeof detail) != K3_OK)
+            continue; /* no profile, a bad one, or budgets it cannot forecast */
+        out.Set(p->name ? p->name : "", fc.seconds);
     }
     return out;
 }
@@ -795,6 +808,7 @@ Napi::Value Session::LoadState(const Napi::CallbackInfo &info) { return StateCal
 void RegisterSession(Napi::Env env, Napi::Object exports) {
     exports.Set("openModel", Napi::Function::New(env, OpenModel, "openModel"));
     exports.Set("presets", Napi::Function::New(env, Presets, "presets"));
+    exports.Set("presetForecasts", Napi::Function::New(env, PresetForecasts, "presetForecasts"));
     exports.Set("modelPlan", Napi::Function::New(env, ModelPlan, "modelPlan"));
     Session::Register(env, exports);
 }

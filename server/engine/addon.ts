@@ -84,9 +84,6 @@ export interface NativePreset {
   fullScalePeakRss: number;
   fullScalePlan: number;
   note: string;
-  /** Forecast seconds per token of the full release with these budgets on this machine,
-   * from its measured profile (`npm run bench -- scale`); absent when none exists. */
-  forecastSecondsPerToken?: number;
 }
 
 export interface NativeGenerateOptions {
@@ -145,6 +142,10 @@ export interface NativeAddon {
   Context: new (model: NativeModel, options?: NativeContextOptions) => NativeContext;
   openModel(dir: string, options?: NativeOpenOptions): NativeModelOpen;
   presets(): NativePreset[];
+  /** Forecast seconds per token of the full release with each preset's budgets on this
+   * machine, by preset name, from its measured profile (`npm run bench -- scale`); empty
+   * when none exists. Reads the profile: for listing, not for every status. */
+  presetForecasts(): Record<string, number>;
   modelPlan(model: NativeModel, options?: { maxContext?: number; batch?: number }): NativePlan;
   Session: new (model: NativeModel, options?: NativeContextOptions) => NativeSession;
 }

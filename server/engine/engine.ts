@@ -134,6 +134,11 @@ export function enginePresets(): EnginePreset[] {
   return loadAddon().presets();
 }
 
+/** Seconds per token of the full release per preset on this machine, where it was measured. */
+export function enginePresetForecasts(): Record<string, number> {
+  return loadAddon().presetForecasts();
+}
+
 export interface GenerateOptions {
   maxTokens: number;
   specMax?: number;

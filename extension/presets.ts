@@ -101,17 +101,18 @@ export function presetItems(
       const budget = f.trunkBytes + f.expertCacheBytes;
       const budgets = `trunk ${formatBytes(f.trunkBytes)} + expert cache ${formatBytes(f.expertCacheBytes)}`;
       if (whole) {
-        detail = forecast ? `${budgets}; the full K3 would take ${forecast}` : budgets;
+        detail = budgets;
       } else {
         const held = Math.min(model.bytes, budget);
         const fits = held <= availableBytes;
         description = [description, `holds ${formatBytes(held)} of ${model.name}`].filter(Boolean).join(' · ');
         detail = `${budgets}: ${
           held === model.bytes ? `all ${formatBytes(model.bytes)} of ${model.name} stay in memory` : `${formatBytes(held)} of its ${formatBytes(model.bytes)} stay in memory, the rest is read as needed`
-        }; ${fits ? `fits in the ${formatBytes(availableBytes)} available` : `more than the ${formatBytes(availableBytes)} available`}${
-          forecast ? `; the full K3 would take ${forecast}` : ''
-        }`;
+        }; ${fits ? `fits in the ${formatBytes(availableBytes)} available` : `more than the ${formatBytes(availableBytes)} available`}`;
       }
+      // The forecast is the full K3's, whatever is loaded: said so, and in the description,
+      // which the picker shows whole (a long detail is cut off).
+      if (forecast) description = [description, `full K3 ${forecast}`].filter(Boolean).join(' · ');
     } else if (f) {
       const fits = f.peakBytes <= availableBytes;
       description = [description, `peak ${formatBytes(f.peakBytes)}`, forecast].filter(Boolean).join(' · ');

@@ -5,14 +5,13 @@
  * One dot product, one instruction sequence (kernels.h): for a (row, token) pair a single
  * 16-lane accumulator takes acc = fma(w[c..c+16), x[c..c+16), acc) for c = 0, 16, 32, ...,
  * the last partial step with both operands masked to zero, then a fixed horizontal sum.
- * MXFP4 weights enter that same chain already scaled, each 32-column block's even columns
- * then its odd ones (the input split to match): the block's 16-entry table of twice the
- * E2M1 values is multiplied by its 2^(scale - 128) (exact: a power of two times a small
- * integer), and vpermps looks the nibbles up in it. So every tile shape
- * below computes the same bits per pair; the shapes differ only in how many weight and
- * input vectors each load serves:
+ * MXFP4 weights go 128 columns at a time: the chunk's eight products of unscaled weights
+ * are summed, then that sum times each lane's block scale is added to the accumulator
+ * (the input rearranged to match; see tile_mxfp4). So every tile shape below computes the
+ * same bits per pair; the shapes differ only in how many weight and input vectors each
+ * load serves:
  *  - one token (decode) runs one row at a time, one sequential stream (MXFP4: tiles of 8
- *    short rows);
+ *    short rows, the next rows prefetched);
  *  - a batch (prefill, verification) runs tiles of 4 rows x 6 tokens (MXFP4: 4 x 4): each
  *    weight vector, converted once, feeds every token of the tile, each input vector every
  *    row, 24 accumulators in registers. Token tiles are the outer loop, so a thread's chunk
@@ -163,67 +162,105 @@ DOT_TILE(tile_f32, float, load_f32, load_f32_masked)
 MM_DISPATCH(avx512_mm_bf16, tile_bf16, uint16_t)
 MM_DISPATCH(avx512_mm_f32, tile_f32, float)
 
-/* MXFP4. A block's 16 packed bytes widen to 16 dwords; vpermps, which reads only the low
- * four bits of each index, looks the low nibbles (the even columns) up in the block's
- * scaled table, and after a shift by 4 the high nibbles (the odd columns): two decoded
- * vectors for four vector operations (keeping the columns in order took seven). The input
- * is split the same way, each block's even columns then its odd ones, once per call and
- * token (x_split), so each pair's chain per block is acc += w_even * x_even, then
- * acc += w_odd * x_odd, in every tile shape. */
-static inline void mxfp4_decode(const uint8_t *p, __m512 table, __m512 *even, __m512 *odd) {
-    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
-    *even = _mm512_permutexvar_ps(bytes, table);
-    *odd = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
-}
+/* MXFP4. Weights are taken 128 columns (four blocks, 64 packed bytes) at a time: the 64
+ * bytes load as 16 dwords, dword j holding columns 8j..8j+7, and vpermps, which reads only
+ * the low four bits of each index, looks up nibble k of every dword (after a shift by 4k):
+ * eight lookups give the 128 columns as eight vectors, vector k holding columns 8j + k,
+ * with no widening. The table holds twice the E2M1 values, unscaled: each lane of a chunk
+ * belongs to block j / 4 of it, so the eight products are summed first (one multiply,
+ * seven multiply-adds) and that sum, times each lane's block's 2^(scale - 128) (exact: a
+ * power of two), is added to the accumulator with one more. Columns past the last whole
+ * chunk (1-3 blocks) go a block at a time: its 16 bytes widened, low nibbles (the even
+ * columns) then high (the odd), the same sum-then-scale. The input is rearranged to match
+ * once per call and token (x_split), so each (row, token) pair computes the same chain in
+ * every tile shape. */
+#define MX_CHUNK 128
 
-/* cols columns of one token's x as (cols / 32 blocks, even 16 | odd 16). */
+/* Each chunk's load also asks for the same columns 32 rows further on (into L2; an address
+ * past the matrix is only a hint, never read). A tile's rows are several interleaved
+ * streams that the hardware prefetcher alone kept at 12-13 GB/s for one token on one
+ * thread (release-shaped experts, 16 x 3 matrices of 3072 x 3584 from memory, bf16 one
+ * stream 17-20); asking 16-64 rows ahead gave 17-19 (two threads: 21-25 -> 29-32). */
+#define MX_PREFETCH_ROWS 32
+
+/* cols columns of one token's x in the kernel's order: each whole chunk of 128 as its
+ * eight vectors (vector k: columns 8j + k), then each remaining block as even 16 | odd 16. */
 static void x_split(const float *x, int cols, float *out) {
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    for (int c = 0; c < cols; c += DTYPE_MXFP4_BLOCK) {
-        const __m512 a = _mm512_loadu_ps(x + c), b = _mm512_loadu_ps(x + c + 16);
-        _mm512_storeu_ps(out + c, _mm512_permutex2var_ps(a, even, b));
-        _mm512_storeu_ps(out + c + 16, _mm512_permutex2var_ps(a, odd, b));
-    }
+    const int whole = cols / MX_CHUNK * MX_CHUNK;
+    for (int c = 0; c < whole; c += MX_CHUNK)
+        for (int k = 0; k < 8; k++)
+            for (int j = 0; j < 16; j++)
+                out[c + 16 * k + j] = x[c + 8 * j + k];
+    for (int c = whole; c < cols; c += DTYPE_MXFP4_BLOCK)
+        for (int j = 0; j < 16; j++) {
+            out[c + j] = x[c + 2 * j];
+            out[c + 16 + j] = x[c + 2 * j + 1];
+        }
 }
 
-/* Blocks are walked in groups of up to 16, for which each row's 2^(scale - 128) factors are
- * built at once in the exponent field (scale 0 and 1 would need a subnormal and give 0,
- * as in kernels_avx2.c; they never occur in a valid checkpoint). */
-#define MX_GROUP 16
+/* 2^(scale - 128) for 16 blocks' scale bytes (n of them valid) as f32, built in the
+ * exponent field (scale 0 and 1 would need a subnormal and give 0, as in kernels_avx2.c;
+ * they never occur in a valid checkpoint). */
+static inline __m512 mx_pow2(const uint8_t *s, int n) {
+    const __m512i e = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8((__mmask16)((1u << n) - 1), s)),
+                                       _mm512_set1_epi32(1));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_max_epi32(e, _mm512_setzero_si512()), 23));
+}
 
-/* NR rows x NT tokens; xs holds the tokens' split inputs, ldxs floats apart. */
+/* NR rows x NT tokens; xs holds the tokens' rearranged inputs, ldxs floats apart. */
 static inline __attribute__((always_inline)) void tile_mxfp4(const uint8_t *packed, const uint8_t *scale, int cols,
                                                              const float *xs, int ldxs, float *y, int ldy,
                                                              const int NR, const int NT) {
     const __m512 twice = _mm512_setr_ps(0, 1, 2, 3, 4, 6, 8, 12, -0.0f, -1, -2, -3, -4, -6, -8, -12);
-    const int n_blocks = cols / DTYPE_MXFP4_BLOCK, row_bytes = cols / 2;
+    /* Lane j of a chunk takes block j / 4's factor. */
+    const __m512i quarter = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const int n_blocks = cols / DTYPE_MXFP4_BLOCK, n_chunks = cols / MX_CHUNK, row_bytes = cols / 2;
     __m512 acc[8][4];
     _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
-    for (int g = 0; g < n_blocks; g += MX_GROUP) {
-        const int nb = n_blocks - g < MX_GROUP ? n_blocks - g : MX_GROUP;
-        float pow2[8][MX_GROUP];
-        _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
-            const __m512i e = _mm512_sub_epi32(
-                _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8((__mmask16)((1u << nb) - 1), scale + (long)r * n_blocks + g)),
-                _mm512_set1_epi32(1));
-            _mm512_storeu_si512(pow2[r], _mm512_slli_epi32(_mm512_max_epi32(e, _mm512_setzero_si512()), 23));
-        }
-        for (int k = 0; k < nb; k++) {
-            const int b = g + k;
-            __m512 w0[8], w1[8];
+    /* Whole chunks, four at a time: one load of 16 blocks' scales per row. */
+    for (int g = 0; g < n_chunks; g += 4) {
+        const int nc = n_chunks - g < 4 ? n_chunks - g : 4;
+        __m512 pow2[8];
+        _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) pow2[r] =
+            mx_pow2(scale + (long)r * n_blocks + 4 * g, 4 * nc);
+        for (int c = 0; c < nc; c++) {
+            const int col = (g + c) * MX_CHUNK;
+            __m512i v[8];
             _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
-                const __m512 table = _mm512_mul_ps(twice, _mm512_set1_ps(pow2[r][k]));
-                mxfp4_decode(packed + (long)r * row_bytes + b * (DTYPE_MXFP4_BLOCK / 2), table, &w0[r], &w1[r]);
+                v[r] = _mm512_loadu_si512(packed + (long)r * row_bytes + col / 2);
+                _mm_prefetch((const char *)(packed + (long)(r + MX_PREFETCH_ROWS) * row_bytes + col / 2), _MM_HINT_T1);
             }
+            /* Nibble k of every row, then the next: the rows' sums are independent chains. */
+            __m512 sum[8][4];
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                    const __m512 xk = _mm512_loadu_ps(xs + (long)t * ldxs + col + 16 * k);
+                    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
+                        const __m512 w = _mm512_permutexvar_ps(_mm512_srli_epi32(v[r], 4 * k), twice);
+                        sum[r][t] = k ? _mm512_fmadd_ps(w, xk, sum[r][t]) : _mm512_mul_ps(w, xk);
+                    }
+                }
+            }
+            const __m512i sidx = _mm512_add_epi32(quarter, _mm512_set1_epi32(4 * c));
+            _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
+                const __m512 f = _mm512_permutexvar_ps(sidx, pow2[r]);
+                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_fmadd_ps(sum[r][t], f, acc[r][t]);
+            }
+        }
+    }
+    /* The blocks past the last whole chunk. */
+    for (int b = n_chunks * 4; b < n_blocks; b++) {
+        _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
+            const __m512i bytes = _mm512_cvtepu8_epi32(
+                _mm_loadu_si128((const __m128i *)(packed + (long)r * row_bytes + b * (DTYPE_MXFP4_BLOCK / 2))));
+            const __m512 even = _mm512_permutexvar_ps(bytes, twice);
+            const __m512 odd = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), twice);
+            const __m512 f = _mm512_permutexvar_ps(_mm512_setzero_si512(), mx_pow2(scale + (long)r * n_blocks + b, 1));
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 const float *xb = xs + (long)t * ldxs + b * DTYPE_MXFP4_BLOCK;
-                const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
-                _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
-                    acc[r][t] = _mm512_fmadd_ps(w0[r], x0, acc[r][t]);
-                    acc[r][t] = _mm512_fmadd_ps(w1[r], x1, acc[r][t]);
-                }
+                const __m512 sum = _mm512_fmadd_ps(odd, _mm512_loadu_ps(xb + 16), _mm512_mul_ps(even, _mm512_loadu_ps(xb)));
+                acc[r][t] = _mm512_fmadd_ps(sum, f, acc[r][t]);
             }
         }
     }
@@ -231,8 +268,10 @@ static inline __attribute__((always_inline)) void tile_mxfp4(const uint8_t *pack
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) y[(long)t * ldy + r] = hsum16(acc[r][t]);
 }
 
-/* MXFP4 tiles of a batch take 4 rows x 4 tokens: two decoded vectors per row leave room
- * for 16 accumulators. */
+/* MXFP4 tiles of a batch take 4 rows x 4 tokens. Its 16 chunk sums, 16 accumulators and
+ * 4 rows of packed bytes exceed the 32 registers, yet it was the fastest shape measured
+ * (256 x 3584 from cache, 8 tokens: 4 x 4 192 GFLOP/s, 4 x 3 184, 4 x 2 180, 3 x 4 173,
+ * 2 x 4 157; accumulators kept in memory instead 174). */
 #define MX_BATCH_NT 4
 
 /* One token: tiles of 8 MXFP4 rows (272 bytes each with scales), eight independent

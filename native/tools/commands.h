@@ -18,6 +18,10 @@ int bench_main(int argc, char **argv);
  * limits measured in the same run (cmd_scale.c). */
 int scale_main(int argc, char **argv);
 
+/* `k3 bench-kernels ...`: the matrix kernels on K3's shapes against the memory bandwidth
+ * (cmd_bench_kernels.c). */
+int bench_kernels_main(int argc, char **argv);
+
 /* `k3 forecast [MODEL_DIR] ...`: seconds per token forecast per preset from a machine
  * profile (cmd_forecast.c). */
 int forecast_main(int argc, char **argv);

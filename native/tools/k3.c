@@ -182,6 +182,12 @@ void cli_usage(FILE *f) {
             "                      --disk-extents FILE: the probes read the bytes it lists (lines\n"
             "                      'SHARD OFFSET LENGTH t|e': t the sequential stream, e the units a\n"
             "                      random read takes whole) instead of whole shards\n"
+            "  k3 bench-kernels [--threads N] [--tokens N] [--rounds N] [--out FILE]\n"
+            "                      the matrix kernels on K3's released shapes from memory: 16 routed\n"
+            "                      experts in MXFP4 (281 MB) and three 7168 x 7168 bf16 projections\n"
+            "                      (308 MB), --tokens (default 1) a product, with every kernel\n"
+            "                      implementation this CPU runs, each of --rounds (default 5) after a\n"
+            "                      memory-bandwidth triad: GB/s and share of the triad, median round\n"
             "  k3 forecast [MODEL_DIR] [--profile FILE] [--positions N] [--expert-hit-rate H] [--json]\n"
             "              [memory options]\n"
             "                      seconds per forward pass forecast for the full-scale release (or\n"
@@ -210,6 +216,7 @@ static const struct {
     {"detokenize", detokenize_main},
     {"bench", bench_main},
     {"bench-scale", scale_main},
+    {"bench-kernels", bench_kernels_main},
     {"forecast", forecast_main},
     {"draft-replay", draft_replay_main},
     {"serve", serve_main},

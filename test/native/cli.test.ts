@@ -43,6 +43,35 @@ test('k3 bench refuses fewer generated tokens than its rounds, naming both', () 
   assert.match(r.stderr, /--gen 4 is fewer than the 8 rounds/);
 });
 
+test('k3 bench-kernels refuses a token count past 16, naming the option and the value', () => {
+  const r = spawnSync(k3Cli, ['bench-kernels', '--tokens', '17'], { encoding: 'utf8' });
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /--tokens takes 1\.\.16, not 17/);
+});
+
+test('k3 bench-kernels times both weight sets with every implementation, each round after its own triad', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-bench-kernels-'));
+  const out = path.join(dir, 'kernels.json');
+  const r = spawnSync(k3Cli, ['bench-kernels', '--rounds', '2', '--tokens', '2', '--out', out], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  const json = JSON.parse(fs.readFileSync(out, 'utf8'));
+  fs.rmSync(dir, { recursive: true });
+  assert.equal(json.tokens, 2);
+  const flags = new Set((fs.readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m)?.[1] ?? '').trim().split(/\s+/));
+  const has = (...names: string[]) => names.every((f) => flags.has(f));
+  const impls = [has('avx2', 'fma') ? 'avx2' : '', has('avx512f', 'avx512bw', 'avx512vl', 'avx512dq') ? 'avx512' : ''].filter(Boolean);
+  const expected = (impls.length ? impls : ['scalar']).flatMap((k) => [`${k} mxfp4`, `${k} bf16`]);
+  assert.deepEqual(json.rows.map((row: { kernels: string; weights: string }) => `${row.kernels} ${row.weights}`), expected);
+  for (const row of json.rows) {
+    // 16 experts of 3 x 3072 x 3584 MXFP4 (half a byte a weight, a scale byte per 32), and
+    // three 7168 x 7168 bf16.
+    assert.equal(row.bytes, row.weights === 'mxfp4' ? 48 * 3072 * 3584 * (1 / 2 + 1 / 32) : 3 * 7168 * 7168 * 2);
+    assert.equal(row.rounds.length, 2);
+    for (const round of row.rounds) assert.ok(round.seconds > 0 && round.triad_bytes_per_s > 0);
+  }
+  assert.match(r.stdout, /of the triad/);
+});
+
 test('k3 bench pairs every decode stretch with a triad and reports the median round', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-bench-'));
   const out = path.join(dir, 'bench.json');

@@ -23,15 +23,6 @@ static k3_status positive(const json_value *obj, const char *key, const char *wh
     return K3_OK;
 }
 
-static k3_status non_negative(const json_value *obj, const char *key, const char *path, double *out, k3_error *err) {
-    double v;
-    if (!json_number(json_get(obj, key), &v) || !(v >= 0.0) || !isfinite(v))
-        return error_set(err, K3_ERR_FORMAT, "%s: %s must be a number of at least 0, found %s", path, key,
-                         json_type_name(json_type(json_get(obj, key))));
-    *out = v;
-    return K3_OK;
-}
-
 static k3_status read_kind(const json_value *kinds, const char *name, const char *path, forecast_kind *k,
                            k3_error *err) {
     const json_value *v = json_get(kinds, name);
@@ -66,9 +57,9 @@ k3_status forecast_profile_load(const char *path, forecast_profile *out, k3_erro
         return s;
     const json_value *r = json_root(doc);
     int64_t version = 0, n_threads = 0, io_threads = 0;
-    if (!json_string_is(json_get(r, "format"), "k3-machine-profile") || !json_int(json_get(r, "version"), 2, 2, &version))
+    if (!json_string_is(json_get(r, "format"), "k3-machine-profile") || !json_int(json_get(r, "version"), 3, 3, &version))
         s = error_set(err, K3_ERR_FORMAT,
-                      "%s is not a k3 machine profile of version 2 (format, version): run `npm run bench -- scale` "
+                      "%s is not a k3 machine profile of version 3 (format, version): run `npm run bench -- scale` "
                       "to measure this machine again", path);
     else if (!json_int(json_get(r, "threads"), 1, 1024, &n_threads) ||
              !json_int(json_get(r, "io_threads"), 1, 64, &io_threads))
@@ -82,7 +73,7 @@ k3_status forecast_profile_load(const char *path, forecast_profile *out, k3_erro
         if ((s = positive(r, "memory_bandwidth", "", path, &out->memory_bandwidth, err)) ||
             (s = positive(r, "disk_sequential", "", path, &out->disk_sequential, err)) ||
             (s = positive(r, "disk_expert", "", path, &out->disk_expert, err)) ||
-            (s = non_negative(r, "read_cpu_per_byte", path, &out->read_cpu_per_byte, err)) ||
+            (s = positive(r, "memory_bandwidth_reading", "", path, &out->memory_bandwidth_reading, err)) ||
             (s = read_kind(kinds, "dense", path, &out->dense, err)) ||
             (s = read_kind(kinds, "kda_moe", path, &out->kda_moe, err)) ||
             (s = read_kind(kinds, "mla_moe", path, &out->mla_moe, err)) ||
@@ -148,6 +139,13 @@ double lru_hit_rate(double slots, double pool, double q) {
     return j < 1.0 ? 0.0 : 1.0 - pow(1.0 - q, j);
 }
 
+/* How much slower a pass computes while the disk reads beside it: the triad alone over the
+ * triad beside reads, never below 1. */
+static double compute_slowdown(const forecast_profile *p) {
+    const double m = p->memory_bandwidth / p->memory_bandwidth_reading;
+    return m > 1.0 ? m : 1.0;
+}
+
 k3_status forecast_make(const forecast_profile *p, const model *m, const k3_model_params *mp, const k3_plan *plan,
                         int positions, double hit_rate, k3_forecast *out, k3_error *err) {
     memset(out, 0, sizeof *out);
@@ -171,28 +169,29 @@ k3_status forecast_make(const forecast_profile *p, const model *m, const k3_mode
     const double hit = hit_rate >= 0.0 ? fmin(hit_rate, 1.0)
                                        : lru_hit_rate((double)plan->expert_slots, (double)plan->experts,
                                                       E > 0 ? distinct / E : 0.0);
-    double compute = 0.0, exposed = 0.0, expert_read = 0.0, streamed = 0.0;
+    double compute = 0.0, expert_read = 0.0, streamed = 0.0;
+    double f_layer[K3_CONFIG_MAX_LAYERS], e_layer[K3_CONFIG_MAX_LAYERS];
     for (int l = 0; l < in->n_layers; l++) {
         const int moe = c->layer_is_moe[l];
         const forecast_kind *kind = !moe ? &p->dense : c->layer_is_kda[l] ? &p->kda_moe : &p->mla_moe;
         const double per_byte = kind->seconds / kind->bytes;
         const double experts = moe ? distinct : 0.0;
         const double c_l = per_byte * ((double)in->layer_bytes[l] * g + experts * expert_bytes);
-        const double f_l = c_l * kind->ffn_seconds / kind->seconds;
-        const double e_l = experts * (1.0 - hit) * expert_bytes / p->disk_expert;
+        f_layer[l] = c_l * kind->ffn_seconds / kind->seconds;
+        e_layer[l] = experts * (1.0 - hit) * expert_bytes / p->disk_expert;
         compute += c_l;
-        expert_read += e_l;
-        exposed += e_l > f_l ? e_l - f_l : 0.0;
+        expert_read += e_layer[l];
         if (!tl.pinned[l])
             streamed += (double)in->layer_bytes[l];
         out->expert_read_bytes += experts * (1.0 - hit) * expert_bytes;
     }
     compute += p->lm_head.seconds / p->lm_head.bytes * (double)in->lm_head_bytes * g;
-    /* Reads that run while the layers compute take their copying out of the same cores;
-     * exposed expert reads run while the layers wait, on cores that are idle then. */
-    const double hidden_share = expert_read > 0.0 ? 1.0 - exposed / expert_read : 0.0;
-    compute += p->read_cpu_per_byte *
-               (out->expert_read_bytes * hidden_share + (tl.ring_slots == 1 ? 0.0 : streamed));
+    /* A pass that reads computes beside its reads, on what they leave of the machine. */
+    const double slowdown = out->expert_read_bytes > 0.0 || streamed > 0.0 ? compute_slowdown(p) : 1.0;
+    compute *= slowdown;
+    double exposed = 0.0;
+    for (int l = 0; l < in->n_layers; l++)
+        exposed += e_layer[l] > slowdown * f_layer[l] ? e_layer[l] - slowdown * f_layer[l] : 0.0;
     const double trunk_read = streamed / p->disk_sequential;
     out->positions = positions;
     out->compute_seconds = compute;

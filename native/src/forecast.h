@@ -4,13 +4,13 @@
  * the profile is written by scripts/bench/scale.ts from `k3 bench-scale` runs.
  *
  * Profile (JSON, at most FORECAST_PROFILE_MAX_BYTES):
- *   {"format": "k3-machine-profile", "version": 2, "source": "...",
+ *   {"format": "k3-machine-profile", "version": 3, "source": "...",
  *    "threads": 2, "io_threads": 2,
  *    "memory_bandwidth": B,        bytes/s, the triad on `threads` threads
+ *    "memory_bandwidth_reading": R, bytes/s, the same triad while the disk serves
+ *                                  expert-sized reads on io_threads readers beside it
  *    "disk_sequential": D,         bytes/s, cold sequential reads at the trunk's block sizes
  *    "disk_expert": X,             bytes/s, cold expert-sized reads on io_threads readers
- *    "read_cpu_per_byte": r,       CPU-seconds a byte read costs (the copy out of the page
- *                                  cache), taken from the compute while reads overlap it
  *    "kinds": {"dense": K, "kda_moe": K, "mla_moe": K, "lm_head": K},
  *    "verify": [{"positions": n, "factor": g}, ...]}
  * where each K is {"seconds": s, "ffn_seconds": f, "bytes": b}: one resident pass of one
@@ -24,22 +24,21 @@
  *   compute c_l = s_k / b_k x (t_l x g(n) + U_l(n) x expert bytes), the kind's seconds per
  *     byte applied to the target's bytes; U_l(n) distinct experts for n positions, from
  *     top_k of E spread evenly: E (1 - (1 - top_k / E)^n)
+ *   a pass that reads anything from disk computes slower by m = B / R (at least 1): the
+ *     reads take memory bandwidth and the readers' copies take CPU from the same machine
+ *     (docs/SCALE.md: on this VM m was about 1.3, and layers with no read of their own
+ *     beside them slowed as much as those with)
  *   expert reads e_l = U_l(n) (1 - h) x expert bytes / X, with h what an LRU cache keeps
  *     under evenly spread routing, the layers asking in turn (lru_hit_rate below): near
  *     the cache's share of the pool when it holds several passes' experts, nothing when it
  *     holds less than one pass's
- *   exposed e'_l = max(0, e_l - f_l): expert reads overlap the layer's own FFN
+ *   exposed e'_l = max(0, e_l - m f_l): expert reads overlap the layer's own FFN
  *   streamed trunk S = sum of the unpinned layers' bytes, read at D
- *   reads that overlap compute slow it by their CPU: C = sum c_l + r x (E x hidden share,
- *     plus S with two slots), E the expert bytes read, the hidden share
- *     1 - sum e'_l / sum e_l (exposed reads run while the cores wait)
+ *   C = m (sum c_l + lm_head: s / b x its bytes x g(n))
  *   one ring slot:       T = C + S / D + sum e'_l    (trunk reads never overlap)
  *   two slots or pinned: T = max(C + sum e'_l, disk) with disk = S / D + sum e_l: the
  *     trunk reader and the expert readers share the device, each byte taking its own
- *     kind's time (docs/SCALE.md sets this against a probe that runs both kinds flat out
- *     at once, which the engine's reads, experts in bursts between steady trunk reads,
- *     are not)
- *   plus lm_head: s / b x its bytes x g(n).
+ *     kind's time.
  * A mapped trunk or mapped experts have no forecast: the page cache decides what stays. */
 #ifndef K3_FORECAST_H
 #define K3_FORECAST_H
@@ -58,7 +57,7 @@ typedef struct forecast_kind {
 typedef struct forecast_profile {
     char source[256];
     int threads, io_threads;
-    double memory_bandwidth, disk_sequential, disk_expert, read_cpu_per_byte;
+    double memory_bandwidth, memory_bandwidth_reading, disk_sequential, disk_expert;
     forecast_kind dense, kda_moe, mla_moe, lm_head;
     int n_verify;
     int verify_positions[FORECAST_MAX_VERIFY]; /* ascending, the first is 1 */

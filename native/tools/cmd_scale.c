@@ -18,6 +18,8 @@
  * what a step needs where routing spread evenly (what the forecast assumes) keeps 0-44 %.
  * Options: cli_usage() in k3.c. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +153,8 @@ typedef struct {
                              many GB at the largest --disk block size */
     int disk_twice; /* run each probe twice and keep the second: bytes a virtual disk's host
                        has just served come back from its cache, as a pass's re-reads do */
+    int triad_reading; /* after the steps: the triad alone, then while the random probe's
+                          reads run (what computing beside disk reads leaves of memory) */
     double disk_gb;
     run_memory memory;
 } scale_options;
@@ -209,6 +213,8 @@ static int parse_options(int argc, char **argv, scale_options *o) {
             o->repeat = 1;
         } else if (!strcmp(a, "--disk-twice")) {
             o->disk_twice = 1;
+        } else if (!strcmp(a, "--triad-reading")) {
+            o->triad_reading = 1;
         } else if (gb && v) {
             char *end;
             *gb = strtod(v, &end);
@@ -247,6 +253,71 @@ static int parse_options(int argc, char **argv, scale_options *o) {
     }
     if (o->rounds > o->steps)
         return usage_error("--rounds is more than --steps", "");
+    if (o->triad_reading && (!o->rounds || !o->disk_random))
+        return usage_error("--triad-reading needs --rounds (the triad) and --disk-random (the reads)", "");
+    return 0;
+}
+
+/* The random probe's reads over and over on their own thread until told to stop. */
+typedef struct {
+    const scale_options *o;
+    uint64_t block;
+    atomic_int stop;
+    uint64_t bytes;
+    double seconds;
+    int failed;
+} background_reads;
+
+static void *read_in_background(void *arg) {
+    background_reads *b = arg;
+    char why[512];
+    for (unsigned seed = 100; !atomic_load(&b->stop); seed++) {
+        diskprobe_result r;
+        if (diskprobe_random(b->o->dir, b->o->disk_extents, b->block, b->o->disk_random, b->o->memory.io_threads, seed,
+                             &r, why, sizeof why)) {
+            b->failed = 1;
+            break;
+        }
+        b->bytes += r.bytes;
+        b->seconds += r.seconds;
+    }
+    return NULL;
+}
+
+static int by_value(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+#define TRIAD_READING_SAMPLES 5
+
+/* The triad's median of 5 alone, then of 5 while the disk reads random experts on the
+ * engine's reader count: on a virtual machine the host's side of each read takes memory
+ * bandwidth (and the guest's copy out of its page cache, CPU) from the same machine that
+ * computes, so layers run slower whenever reads run beside them. */
+static int measure_triad_reading(const scale_options *o, const membw *tr, uint64_t block, double out[3]) {
+    double alone[TRIAD_READING_SAMPLES], reading[TRIAD_READING_SAMPLES];
+    for (int i = 0; i < TRIAD_READING_SAMPLES; i++)
+        alone[i] = membw_triad(tr, o->threads);
+    background_reads b = {o, block, 0, 0, 0.0, 0};
+    atomic_init(&b.stop, 0);
+    pthread_t tid;
+    if (pthread_create(&tid, NULL, read_in_background, &b))
+        return -1;
+    /* Let the readers get going: dropping the shards from the page cache comes first. */
+    struct timespec settle = {0, 300 * 1000 * 1000};
+    nanosleep(&settle, NULL);
+    for (int i = 0; i < TRIAD_READING_SAMPLES; i++)
+        reading[i] = membw_triad(tr, o->threads);
+    atomic_store(&b.stop, 1);
+    pthread_join(tid, NULL);
+    if (b.failed || !b.seconds)
+        return -1;
+    qsort(alone, TRIAD_READING_SAMPLES, sizeof *alone, by_value);
+    qsort(reading, TRIAD_READING_SAMPLES, sizeof *reading, by_value);
+    out[0] = alone[TRIAD_READING_SAMPLES / 2];
+    out[1] = reading[TRIAD_READING_SAMPLES / 2];
+    out[2] = (double)b.bytes / b.seconds;
     return 0;
 }
 
@@ -458,6 +529,15 @@ int scale_main(int argc, char **argv) {
     getrusage(RUSAGE_SELF, &ru);
     const double peak_rss = (double)ru.ru_maxrss * 1024.0;
     run_memory_stop(&o.memory, model, wall, peak_rss);
+    double triad_reading[3] = {0, 0, 0};
+    if (o.triad_reading) {
+        if (measure_triad_reading(&o, &tr, probe_plan.expert_slot_bytes, triad_reading)) {
+            fprintf(stderr, "k3 bench-scale: the triad beside disk reads failed (the random probe could not read)\n");
+            goto done;
+        }
+        fprintf(stderr, "k3 bench-scale: triad %.1f GB/s alone, %.1f GB/s while the disk reads %.0f MB/s\n",
+                triad_reading[0] / 1e9, triad_reading[1] / 1e9, triad_reading[2] / 1e6);
+    }
     load_average(load_after);
 
     if (!(f = fopen(o.out, "w"))) {
@@ -497,6 +577,11 @@ int scale_main(int argc, char **argv) {
     json_disk(f, "disk_sequential", seq, o.n_disk);
     json_disk(f, "disk_random", &rnd, o.disk_random ? 1 : 0);
     json_disk(f, "disk_mixed", &mixed, mixed.bytes ? 1 : 0);
+    if (o.triad_reading)
+        fprintf(f, ",\n  \"triad_reading\": {\"alone\": %.0f, \"reading\": %.0f, \"read_bytes_per_s\": %.0f}",
+                triad_reading[0], triad_reading[1], triad_reading[2]);
+    else
+        fprintf(f, ",\n  \"triad_reading\": null");
     run_memory_json(&o.memory, f);
     fprintf(f, "\n}\n");
     if (fclose(f) != 0) {

@@ -62,8 +62,8 @@ test("the preset list carries the engine's seconds-per-token forecast where this
   const profile = path.join(store, 'machine-profile.json');
   const kind = { seconds: 0.1, ffn_seconds: 0.05, bytes: 1e9 };
   fs.writeFileSync(profile, JSON.stringify({
-    format: 'k3-machine-profile', version: 2, source: 'test', threads: 2, io_threads: 2, memory_bandwidth: 2e10,
-    disk_sequential: 1e9, disk_expert: 1e9, read_cpu_per_byte: 0,
+    format: 'k3-machine-profile', version: 3, source: 'test', threads: 2, io_threads: 2, memory_bandwidth: 2e10,
+    memory_bandwidth_reading: 2e10, disk_sequential: 1e9, disk_expert: 1e9,
     kinds: { dense: kind, kda_moe: kind, mla_moe: kind, lm_head: { ...kind, ffn_seconds: 0 } }, verify: [{ positions: 1, factor: 1 }],
   }));
   const before = process.env.K3_MACHINE_PROFILE;

@@ -51,6 +51,8 @@ export interface ScaleRun {
   disk_sequential: DiskProbe[];
   disk_random: DiskProbe[];
   disk_mixed: DiskProbe[];
+  /** The triad alone and while expert-sized reads run beside it (--triad-reading). */
+  triad_reading: { alone: number; reading: number; read_bytes_per_s: number } | null;
   memory: {
     trunk_budget_bytes: number;
     expert_cache_budget_bytes: number;
@@ -153,14 +155,14 @@ export function probeRate(d: DiskProbe): number {
 
 export interface MachineProfile {
   format: 'k3-machine-profile';
-  version: 2;
+  version: 3;
   source: string;
   threads: number;
   io_threads: number;
   memory_bandwidth: number;
+  memory_bandwidth_reading: number;
   disk_sequential: number;
   disk_expert: number;
-  read_cpu_per_byte: number;
   kinds: Record<KindName, KindFigure>;
   verify: { positions: number; factor: number }[];
 }
@@ -181,16 +183,19 @@ export function makeProfile(
   const expertSeconds = (moe.seconds / moe.bytes) * expertBytes;
   const bandwidths = resident.steps.map((s) => s.bandwidth).filter((b) => b > 0);
   if (bandwidths.length === 0) throw new Error('the resident run measured no bandwidth (--rounds)');
+  const tr = resident.triad_reading;
+  if (!tr) throw new Error('the resident run measured no triad beside disk reads (--triad-reading)');
   return {
     format: 'k3-machine-profile',
-    version: 2,
+    version: 3,
     source,
     threads: resident.threads,
     io_threads: resident.io_threads,
     memory_bandwidth: median(bandwidths),
+    // The steps' triad times what reads beside it left of the triad measured with them.
+    memory_bandwidth_reading: (median(bandwidths) * tr.reading) / tr.alone,
     disk_sequential: probeRate(disk.sequential),
     disk_expert: probeRate(disk.expert),
-    read_cpu_per_byte: disk.expert.cpu_seconds / disk.expert.bytes,
     kinds,
     verify: verifyFactors(resident, expertSeconds).map(({ positions, factor }) => ({ positions, factor })),
   };

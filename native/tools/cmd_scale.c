@@ -153,8 +153,8 @@ typedef struct {
                              many GB at the largest --disk block size */
     int disk_twice; /* run each probe twice and keep the second: bytes a virtual disk's host
                        has just served come back from its cache, as a pass's re-reads do */
-    int triad_reading; /* after the steps: the triad alone, then while the random probe's
-                          reads run (what computing beside disk reads leaves of memory) */
+    int beside_reads; /* after the steps: the triad alone and while the random probe's reads
+                         run, and with --repeat the steps again beside such reads */
     double disk_gb;
     run_memory memory;
 } scale_options;
@@ -213,8 +213,8 @@ static int parse_options(int argc, char **argv, scale_options *o) {
             o->repeat = 1;
         } else if (!strcmp(a, "--disk-twice")) {
             o->disk_twice = 1;
-        } else if (!strcmp(a, "--triad-reading")) {
-            o->triad_reading = 1;
+        } else if (!strcmp(a, "--beside-reads")) {
+            o->beside_reads = 1;
         } else if (gb && v) {
             char *end;
             *gb = strtod(v, &end);
@@ -253,8 +253,8 @@ static int parse_options(int argc, char **argv, scale_options *o) {
     }
     if (o->rounds > o->steps)
         return usage_error("--rounds is more than --steps", "");
-    if (o->triad_reading && (!o->rounds || !o->disk_random))
-        return usage_error("--triad-reading needs --rounds (the triad) and --disk-random (the reads)", "");
+    if (o->beside_reads && (!o->rounds || !o->disk_random))
+        return usage_error("--beside-reads needs --rounds (the triad) and --disk-random (the reads)", "");
     return 0;
 }
 
@@ -289,36 +289,71 @@ static int by_value(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-#define TRIAD_READING_SAMPLES 5
-
-/* The triad's median of 5 alone, then of 5 while the disk reads random experts on the
- * engine's reader count: on a virtual machine the host's side of each read takes memory
- * bandwidth (and the guest's copy out of its page cache, CPU) from the same machine that
- * computes, so layers run slower whenever reads run beside them. */
-static int measure_triad_reading(const scale_options *o, const membw *tr, uint64_t block, double out[3]) {
-    double alone[TRIAD_READING_SAMPLES], reading[TRIAD_READING_SAMPLES];
-    for (int i = 0; i < TRIAD_READING_SAMPLES; i++)
-        alone[i] = membw_triad(tr, o->threads);
-    background_reads b = {o, block, 0, 0, 0.0, 0};
-    atomic_init(&b.stop, 0);
-    pthread_t tid;
-    if (pthread_create(&tid, NULL, read_in_background, &b))
+static int background_start(background_reads *b, const scale_options *o, uint64_t block, pthread_t *tid) {
+    *b = (background_reads){o, block, 0, 0, 0.0, 0};
+    atomic_init(&b->stop, 0);
+    if (pthread_create(tid, NULL, read_in_background, b))
         return -1;
     /* Let the readers get going: dropping the shards from the page cache comes first. */
     struct timespec settle = {0, 300 * 1000 * 1000};
     nanosleep(&settle, NULL);
-    for (int i = 0; i < TRIAD_READING_SAMPLES; i++)
-        reading[i] = membw_triad(tr, o->threads);
-    atomic_store(&b.stop, 1);
-    pthread_join(tid, NULL);
-    if (b.failed || !b.seconds)
-        return -1;
-    qsort(alone, TRIAD_READING_SAMPLES, sizeof *alone, by_value);
-    qsort(reading, TRIAD_READING_SAMPLES, sizeof *reading, by_value);
-    out[0] = alone[TRIAD_READING_SAMPLES / 2];
-    out[1] = reading[TRIAD_READING_SAMPLES / 2];
-    out[2] = (double)b.bytes / b.seconds;
     return 0;
+}
+
+/* Stops the readers; their rate in bytes/s, or -1 when they could not read. */
+static double background_stop(background_reads *b, pthread_t tid) {
+    atomic_store(&b->stop, 1);
+    pthread_join(tid, NULL);
+    return b->failed || !b->seconds ? -1.0 : (double)b->bytes / b->seconds;
+}
+
+#define BESIDE_READS_SAMPLES 5
+
+static double median_of(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* What computing beside disk reads leaves of the machine: on a virtual machine the host's
+ * side of each read takes memory bandwidth (and the guest's copy out of its page cache,
+ * CPU) from the machine that computes. The triad's median of 5 alone, then of 5 while the
+ * disk reads random experts on the engine's reader count; with --repeat, the same step as
+ * many times again beside such reads. */
+typedef struct {
+    double triad_alone, triad_reading, triad_read_rate;
+    double *steps; /* (n_steps) seconds, or NULL */
+    int n_steps;
+    double steps_read_rate;
+} beside_reads;
+
+static int measure_beside_reads(const scale_options *o, const membw *tr, uint64_t block, recorder *rec,
+                                k3_context *ctx, const int32_t *ids, int32_t *argmax, step_time *scratch,
+                                beside_reads *out) {
+    double alone[BESIDE_READS_SAMPLES], reading[BESIDE_READS_SAMPLES];
+    for (int i = 0; i < BESIDE_READS_SAMPLES; i++)
+        alone[i] = membw_triad(tr, o->threads);
+    background_reads b;
+    pthread_t tid;
+    if (background_start(&b, o, block, &tid))
+        return -1;
+    for (int i = 0; i < BESIDE_READS_SAMPLES; i++)
+        reading[i] = membw_triad(tr, o->threads);
+    if ((out->triad_read_rate = background_stop(&b, tid)) < 0)
+        return -1;
+    out->triad_alone = median_of(alone, BESIDE_READS_SAMPLES);
+    out->triad_reading = median_of(reading, BESIDE_READS_SAMPLES);
+    if (!o->repeat)
+        return 0;
+    if (background_start(&b, o, block, &tid))
+        return -1;
+    k3_status s = K3_OK;
+    for (int i = 0; s == K3_OK && i < out->n_steps; i++) {
+        const int32_t tok = ids[o->prompt_len];
+        if ((s = k3_sync(ctx, ids, o->prompt_len, NULL)) == K3_OK && (s = timed_decode(rec, ctx, &tok, 1, argmax, scratch)) == K3_OK)
+            out->steps[i] = scratch->seconds;
+    }
+    out->steps_read_rate = background_stop(&b, tid);
+    return s == K3_OK && out->steps_read_rate > 0 ? 0 : -1;
 }
 
 static void json_disk(FILE *f, const char *key, const diskprobe_result *d, int n) {
@@ -529,14 +564,24 @@ int scale_main(int argc, char **argv) {
     getrusage(RUSAGE_SELF, &ru);
     const double peak_rss = (double)ru.ru_maxrss * 1024.0;
     run_memory_stop(&o.memory, model, wall, peak_rss);
-    double triad_reading[3] = {0, 0, 0};
-    if (o.triad_reading) {
-        if (measure_triad_reading(&o, &tr, probe_plan.expert_slot_bytes, triad_reading)) {
-            fprintf(stderr, "k3 bench-scale: the triad beside disk reads failed (the random probe could not read)\n");
+    beside_reads beside = {0};
+    if (o.beside_reads) {
+        step_time scratch = {0};
+        beside.n_steps = o.repeat ? o.steps : 0;
+        beside.steps = o.repeat ? calloc((size_t)o.steps, sizeof *beside.steps) : NULL;
+        scratch.layers = calloc((size_t)n_layers, sizeof(layer_time));
+        const int failed = (o.repeat && !beside.steps) || !scratch.layers ||
+                           measure_beside_reads(&o, &tr, probe_plan.expert_slot_bytes, &rec, ctx, ids, argmax,
+                                                &scratch, &beside);
+        free(scratch.layers);
+        if (failed) {
+            fprintf(stderr, "k3 bench-scale: measuring beside disk reads failed (out of memory, the random probe "
+                            "could not read, or a step failed)\n");
+            free(beside.steps);
             goto done;
         }
         fprintf(stderr, "k3 bench-scale: triad %.1f GB/s alone, %.1f GB/s while the disk reads %.0f MB/s\n",
-                triad_reading[0] / 1e9, triad_reading[1] / 1e9, triad_reading[2] / 1e6);
+                beside.triad_alone / 1e9, beside.triad_reading / 1e9, beside.triad_read_rate / 1e6);
     }
     load_average(load_after);
 
@@ -577,11 +622,17 @@ int scale_main(int argc, char **argv) {
     json_disk(f, "disk_sequential", seq, o.n_disk);
     json_disk(f, "disk_random", &rnd, o.disk_random ? 1 : 0);
     json_disk(f, "disk_mixed", &mixed, mixed.bytes ? 1 : 0);
-    if (o.triad_reading)
-        fprintf(f, ",\n  \"triad_reading\": {\"alone\": %.0f, \"reading\": %.0f, \"read_bytes_per_s\": %.0f}",
-                triad_reading[0], triad_reading[1], triad_reading[2]);
-    else
-        fprintf(f, ",\n  \"triad_reading\": null");
+    if (o.beside_reads) {
+        fprintf(f, ",\n  \"beside_reads\": {\"triad_alone\": %.0f, \"triad_reading\": %.0f, \"triad_read_bytes_per_s\": %.0f, "
+                   "\"steps_read_bytes_per_s\": %.0f, \"steps\": [",
+                beside.triad_alone, beside.triad_reading, beside.triad_read_rate, beside.steps_read_rate);
+        for (int i = 0; i < beside.n_steps; i++)
+            fprintf(f, "%s%.6f", i ? ", " : "", beside.steps[i]);
+        fprintf(f, "]}");
+    } else {
+        fprintf(f, ",\n  \"beside_reads\": null");
+    }
+    free(beside.steps);
     run_memory_json(&o.memory, f);
     fprintf(f, "\n}\n");
     if (fclose(f) != 0) {

@@ -118,7 +118,7 @@ const configs: Config[] = [
     what: 'trunk pinned, cache of one token\'s experts, every step the same token at the same position',
     // First in the bench: its whole-checkpoint probe is the least likely to find bytes a
     // virtual disk's host has cached (the full release's 1.5 TB never would be).
-    args: [resident, `--cache-slots=${oneToken}`, '--repeat', '--steps', '9', '--rounds', '4', '--prefill', '16', '--verify', '1,2,3,5,9', '--verify-reps', '4', ...WHOLE, '--disk-random', '100', '--disk-mixed', GB(trunkBytes - bySize[0]), '--triad-reading'],
+    args: [resident, `--cache-slots=${oneToken}`, '--repeat', '--steps', '9', '--rounds', '4', '--prefill', '16', '--verify', '1,2,3,5,9', '--verify-reps', '4', ...WHOLE, '--disk-random', '100', '--disk-mixed', GB(trunkBytes - bySize[0]), '--beside-reads'],
   },
   ...[0.1, 0.25, 0.5].map((share) => ({
     name: `experts ${Math.round(share * 100)} %`,
@@ -396,9 +396,9 @@ for (const r of kindRows)
 const stepSeconds = median(steady.map((p) => p.seconds));
 for (const c of cpuRows)
   console.log(`${c.threads} thread${c.threads > 1 ? 's' : ''}: step ${c.step.toFixed(3)} s, CPU ${c.cpu_share.toFixed(2)} of ${c.threads} core${c.threads > 1 ? 's' : ''}, ${(c.bytes_per_cpu_second / 1e9).toFixed(1)} GB of weights per CPU-second, triad ${(c.triad / 1e9).toFixed(1)} GB/s`);
-if (res.triad_reading) {
-  const t = res.triad_reading;
-  console.log(`triad ${(t.alone / 1e9).toFixed(1)} GB/s alone, ${(t.reading / 1e9).toFixed(1)} GB/s beside expert reads at ${(t.read_bytes_per_s / 1e6).toFixed(0)} MB/s: a pass that reads is forecast to compute ${(t.alone / t.reading).toFixed(2)}x slower`);
+if (res.beside_reads) {
+  const b = res.beside_reads;
+  console.log(`beside disk reads: triad ${(b.triad_alone / 1e9).toFixed(1)} GB/s alone, ${(b.triad_reading / 1e9).toFixed(1)} beside expert reads at ${(b.triad_read_bytes_per_s / 1e6).toFixed(0)} MB/s (a pass that reads is forecast to compute ${(b.triad_alone / b.triad_reading).toFixed(2)}x slower); the step ${median(b.steps).toFixed(3)} s beside reads at ${(b.steps_read_bytes_per_s / 1e6).toFixed(0)} MB/s (${(median(b.steps) / stepSeconds).toFixed(2)}x, every layer beside flat-out reads)`);
 }
 console.log(`whole step ${stepSeconds.toFixed(3)} s; prefill ${res.prefill ? `${(res.prefill.tokens / res.prefill.pass.seconds).toFixed(2)} tokens/s (${res.prefill.tokens} tokens, I/O wait ${pct(passWaits(res.prefill.pass) / res.prefill.pass.seconds)})` : '-'}`);
 

@@ -50,7 +50,7 @@ const run: ScaleRun = {
   disk_sequential: [{ block: 256e6, readers: 1, bytes: 4e9, seconds: 2, read_seconds: 2, cpu_seconds: 0.5 }],
   disk_random: [{ block: 17e6, readers: 2, bytes: 1.7e9, seconds: 4, read_seconds: 8, cpu_seconds: 0.34 }],
   disk_mixed: [{ block: 17e6, readers: 3, bytes: 5e9, seconds: 2.5, read_seconds: 9, cpu_seconds: 1 }],
-  triad_reading: { alone: 40e9, reading: 30e9, read_bytes_per_s: 1e9 },
+  beside_reads: { triad_alone: 40e9, triad_reading: 30e9, triad_read_bytes_per_s: 1e9, steps_read_bytes_per_s: 1e9, steps: [0.5, 0.6] },
   memory: {} as ScaleRun['memory'],
 };
 
@@ -86,7 +86,7 @@ test('the profile takes the median triad, what reads beside it leave of it, the 
   assert.equal(p.memory_bandwidth_reading, 10.5e9 * 0.75);
   assert.deepEqual(Object.keys(p.kinds).sort(), ['dense', 'kda_moe', 'lm_head', 'mla_moe']);
   assert.deepEqual(p.verify.map((v) => v.positions), [1, 2]);
-  assert.throws(() => makeProfile({ ...run, triad_reading: null }, { sequential: run.disk_sequential[0], expert: run.disk_random[0] }, 17e6, 'test'), /--triad-reading/);
+  assert.throws(() => makeProfile({ ...run, beside_reads: null }, { sequential: run.disk_sequential[0], expert: run.disk_random[0] }, 17e6, 'test'), /--beside-reads/);
 });
 
 test('the hit rate of a run is one minus the experts read over the experts asked for', () => {

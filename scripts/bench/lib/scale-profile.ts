@@ -51,8 +51,9 @@ export interface ScaleRun {
   disk_sequential: DiskProbe[];
   disk_random: DiskProbe[];
   disk_mixed: DiskProbe[];
-  /** The triad alone and while expert-sized reads run beside it (--triad-reading). */
-  triad_reading: { alone: number; reading: number; read_bytes_per_s: number } | null;
+  /** The triad alone and while expert-sized reads run beside it, and (--repeat) the steps
+   * again beside such reads (--beside-reads). */
+  beside_reads: { triad_alone: number; triad_reading: number; triad_read_bytes_per_s: number; steps_read_bytes_per_s: number; steps: number[] } | null;
   memory: {
     trunk_budget_bytes: number;
     expert_cache_budget_bytes: number;
@@ -183,8 +184,8 @@ export function makeProfile(
   const expertSeconds = (moe.seconds / moe.bytes) * expertBytes;
   const bandwidths = resident.steps.map((s) => s.bandwidth).filter((b) => b > 0);
   if (bandwidths.length === 0) throw new Error('the resident run measured no bandwidth (--rounds)');
-  const tr = resident.triad_reading;
-  if (!tr) throw new Error('the resident run measured no triad beside disk reads (--triad-reading)');
+  const tr = resident.beside_reads;
+  if (!tr) throw new Error('the resident run measured no triad beside disk reads (--beside-reads)');
   return {
     format: 'k3-machine-profile',
     version: 3,
@@ -193,7 +194,7 @@ export function makeProfile(
     io_threads: resident.io_threads,
     memory_bandwidth: median(bandwidths),
     // The steps' triad times what reads beside it left of the triad measured with them.
-    memory_bandwidth_reading: (median(bandwidths) * tr.reading) / tr.alone,
+    memory_bandwidth_reading: (median(bandwidths) * tr.triad_reading) / tr.triad_alone,
     disk_sequential: probeRate(disk.sequential),
     disk_expert: probeRate(disk.expert),
     kinds,

@@ -37,6 +37,7 @@ import {
   probeRate,
   steadySteps,
   verifyFactors,
+  type DiskProbe,
   type ForecastRow,
   type KindName,
   type MachineProfile,
@@ -95,9 +96,11 @@ const extentsFile = path.join(work, 'extents.txt');
  * extents above), each twice, the second kept, the sequential one over as many bytes as the
  * run streams per pass. A pass reads the same bytes again every pass, and on a virtual disk bytes the host has just
  * served come back from its cache (measured here: 0.3-1 GB/s on first touch, 2-3 GB/s
- * again), so a first-touch probe would not describe what the pass sees.
+ * again), so a first-touch probe would not describe what the pass sees. And again after
+ * the steps (--disk-after): the disk's rate for the same bytes moves up to 4x within
+ * minutes, and the run saw it somewhere between the two.
  */
-const reread = (gb: number) => ['--disk-gb', gb.toFixed(2), '--disk-random', '100', '--disk-twice', '--disk-extents', extentsFile];
+const reread = (gb: number) => ['--disk-gb', gb.toFixed(2), '--disk-random', '100', '--disk-twice', '--disk-after', '--disk-extents', extentsFile];
 
 /** The resident pass measured just before each checked run: this machine's CPU share moves
  * by 2x within minutes (other work), so the compute a run is checked with is measured next
@@ -226,6 +229,7 @@ function ioRow(name: string) {
     engine_reader_rate: perReader,
     probe_reader_rate: rnd ? rnd.bytes / rnd.read_seconds : 0,
     probe_rate: rnd ? probeRate(rnd) : 0,
+    probe_rate_after: r.disk_random_after.length ? probeRate(r.disk_random_after[0]) : 0,
     probe_sequential: r.disk_sequential.length ? probeRate(r.disk_sequential.reduce((a, b) => (b.bytes > a.bytes ? b : a))) : 0,
     overlap: m.expert_read_seconds > 0 ? 1 - m.expert_wait_seconds / (m.expert_read_seconds / IO_THREADS) : 0,
     peak_rss: r.peak_rss_bytes,
@@ -256,6 +260,15 @@ function forecast(args: string[], profilePath = profileFile): Forecast[] {
   return JSON.parse(k3(['forecast', ...args, '--profile', profilePath, '--json'])) as Forecast[];
 }
 
+/** A run's disk rate from the probe just before it and the same probe just after: the time
+ * the two took for the same bytes, averaged (each probe's largest block size). */
+function aroundRun(before: DiskProbe[], after: DiskProbe[]): number | undefined {
+  const largest = (d: DiskProbe[]) => (d.length ? d.reduce((a, b) => (b.block > a.block ? b : a)) : undefined);
+  const [b, a] = [largest(before), largest(after)];
+  if (!b) return undefined;
+  return a ? 2 / (1 / probeRate(b) + 1 / probeRate(a)) : probeRate(b);
+}
+
 // ---- the forecast against every measured configuration of the slice ------------------------
 // Each run is forecast with the kinds of the resident run just before it and the disk rates
 // its own probes measured just before it (the same files, the same tier of a virtual disk).
@@ -264,12 +277,11 @@ function forecast(args: string[], profilePath = profileFile): Forecast[] {
 const validation = configs.filter((c) => c.name !== 'resident').map((c) => {
   const r = runs.get(c.name) as ScaleRun;
   const before = paired.get(c.name) as ScaleRun;
-  const largest = r.disk_sequential.length ? r.disk_sequential.reduce((a, b) => (b.block > a.block ? b : a)) : undefined;
   const own: MachineProfile = {
     ...profile,
     kinds: kindFigures(before),
-    disk_sequential: largest ? probeRate(largest) : profile.disk_sequential,
-    disk_expert: r.disk_random.length ? probeRate(r.disk_random[0]) : profile.disk_expert,
+    disk_sequential: aroundRun(r.disk_sequential, r.disk_sequential_after) ?? profile.disk_sequential,
+    disk_expert: aroundRun(r.disk_random, r.disk_random_after) ?? profile.disk_expert,
   };
   const file = path.join(work, `profile-${c.name.replace(/[^a-z0-9]+/g, '-')}.json`);
   fs.writeFileSync(file, JSON.stringify(own, null, 2) + '\n');
@@ -413,11 +425,11 @@ for (const v of verifyRows) console.log(`  ${String(v.positions).padStart(2)} po
 console.log('\nexperts and trunk read cold (page cache dropped before every pass)');
 console.log('config            s/pass   I/O wait   expert GB/pass  trunk GB/pass  retained  engine MB/s/reader  disk MB/s/reader (aggregate)  disk seq MB/s  CPU share  read CPU-s/GB');
 for (const r of ioRows)
-  console.log(`${r.name.padEnd(16)} ${r.seconds.toFixed(3).padStart(7)} ${pct(r.io_share).padStart(10)} ${r.expert_gb_per_pass.toFixed(3).padStart(15)} ${r.trunk_gb_per_pass.toFixed(3).padStart(14)} ${pct(r.retained).padStart(9)} ${(r.engine_reader_rate / 1e6).toFixed(0).padStart(18)} ${(r.probe_reader_rate / 1e6).toFixed(0).padStart(17)} (${(r.probe_rate / 1e6).toFixed(0)}) ${(r.probe_sequential / 1e6).toFixed(0).padStart(13)} ${r.cpu_share.toFixed(2).padStart(10)} ${r.read_cpu_per_gb.toFixed(3).padStart(14)}`);
+  console.log(`${r.name.padEnd(16)} ${r.seconds.toFixed(3).padStart(7)} ${pct(r.io_share).padStart(10)} ${r.expert_gb_per_pass.toFixed(3).padStart(15)} ${r.trunk_gb_per_pass.toFixed(3).padStart(14)} ${pct(r.retained).padStart(9)} ${(r.engine_reader_rate / 1e6).toFixed(0).padStart(18)} ${(r.probe_reader_rate / 1e6).toFixed(0).padStart(17)} (${(r.probe_rate / 1e6).toFixed(0)}, after ${(r.probe_rate_after / 1e6).toFixed(0)}) ${(r.probe_sequential / 1e6).toFixed(0).padStart(13)} ${r.cpu_share.toFixed(2).padStart(10)} ${r.read_cpu_per_gb.toFixed(3).padStart(14)}`);
 const blocks = (runs.get('experts 50 %') as ScaleRun).disk_sequential;
 console.log(`disk, guest page cache dropped, sequential by block size (1 GB each, its own stretch, read twice, the second kept): ${blocks.map((d) => `${(d.block / 1e6).toFixed(1)} MB ${(probeRate(d) / 1e6).toFixed(0)} MB/s`).join(', ')}; whole checkpoint at the start ${(probeRate(seqProbe) / 1e6).toFixed(0)} MB/s`);
 
-console.log('\nforecast against measured, the slice (profile kinds + each run\'s own disk probes)');
+console.log('\nforecast against measured, the slice (profile kinds + each run\'s own disk probes, before and after it)');
 for (const v of validation)
   console.log(`  ${v.name.padEnd(16)} measured ${v.measured.toFixed(3)} s (compute ${v.measured_compute.toFixed(3)}), forecast ${v.forecast.toFixed(3)} s (compute ${v.forecast_compute.toFixed(3)}, disk ${v.forecast_disk.toFixed(3)}; ${v.error >= 0 ? '+' : ''}${pct(v.error)}), bound by ${v.bound}; resident step just before ${v.resident_step.toFixed(3)} s; disk ${(v.disk_sequential / 1e6).toFixed(0)} / ${(v.disk_expert / 1e6).toFixed(0)} MB/s${v.disk_mixed ? ` (both flat out at once ${(v.disk_mixed / 1e6).toFixed(0)})` : ''}; cache served ${pct(v.hit_rate)} of expert requests (assumed ${pct(v.assumed_hit_rate)}): at that share ${v.forecast_at_hit_rate.toFixed(3)} s (${v.error_at_hit_rate >= 0 ? '+' : ''}${pct(v.error_at_hit_rate)}), and with the engine's own read rates too ${v.forecast_engine_rates.toFixed(3)} s (${v.error_engine_rates >= 0 ? '+' : ''}${pct(v.error_engine_rates)})`);
 

@@ -50,6 +50,8 @@ const run: ScaleRun = {
   disk_sequential: [{ block: 256e6, readers: 1, bytes: 4e9, seconds: 2, read_seconds: 2, cpu_seconds: 0.5 }],
   disk_random: [{ block: 17e6, readers: 2, bytes: 1.7e9, seconds: 4, read_seconds: 8, cpu_seconds: 0.34 }],
   disk_mixed: [{ block: 17e6, readers: 3, bytes: 5e9, seconds: 2.5, read_seconds: 9, cpu_seconds: 1 }],
+  disk_sequential_after: [],
+  disk_random_after: [],
   beside_reads: { triad_alone: 40e9, triad_reading: 30e9, triad_read_bytes_per_s: 1e9, steps_read_bytes_per_s: 1e9, steps: [0.5, 0.6] },
   memory: {} as ScaleRun['memory'],
 };

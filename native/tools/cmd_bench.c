@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "k3.h"
 #include "membw.h"
+#include "numbers.h"
 
 static double now_s(void) {
     struct timespec t;
@@ -27,18 +28,6 @@ static double now_s(void) {
  * bandwidth measured once, before decoding, compares decode with another moment's machine.
  * Each round pairs a triad with the decode that follows it; the median round is reported. */
 #define ROUNDS 8
-
-static int by_value(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n) {
-    double s[ROUNDS];
-    memcpy(s, v, sizeof *v * (size_t)n);
-    qsort(s, (size_t)n, sizeof *s, by_value);
-    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-}
 
 static int parse_count(const char *s, int *out) {
     char *end;
@@ -169,8 +158,8 @@ int bench_main(int argc, char **argv) {
     double ratio[ROUNDS];
     for (int r = 0; r < ROUNDS; r++)
         ratio[r] = tps[r] * bytes_per_token / bw[r];
-    const double bandwidth = median(bw, ROUNDS), decode_tps = gen / decode_s;
-    const double bound_tps = bandwidth / bytes_per_token, achieved = median(ratio, ROUNDS);
+    const double bandwidth = numbers_median(bw, ROUNDS), decode_tps = gen / decode_s;
+    const double bound_tps = bandwidth / bytes_per_token, achieved = numbers_median(ratio, ROUNDS);
     double lo = ratio[0], hi = ratio[0], bw_lo = bw[0], bw_hi = bw[0];
     for (int r = 1; r < ROUNDS; r++) {
         lo = ratio[r] < lo ? ratio[r] : lo;

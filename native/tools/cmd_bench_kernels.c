@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "kernels.h"
 #include "membw.h"
+#include "numbers.h"
 #include "threads.h"
 
 #define N_EXPERT_MATRICES 48 /* 16 experts x gate, up, down */
@@ -89,32 +90,10 @@ static double pass(const kernels_impl *impl, const matrix_set *set, const float 
     return clock_now_s() - t0;
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    const long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
 static int usage_error(const char *what, const char *value) {
     fprintf(stderr, "k3 bench-kernels: %s%s\n\n", what, value);
     cli_usage(stderr);
     return 2;
-}
-
-static int by_value(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n) {
-    double s[MAX_ROUNDS];
-    memcpy(s, v, sizeof *v * (size_t)n);
-    qsort(s, (size_t)n, sizeof *s, by_value);
-    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
 }
 
 int bench_kernels_main(int argc, char **argv) {
@@ -123,13 +102,13 @@ int bench_kernels_main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--threads") && v) {
-            if (parse_int(v, 1, 64, &threads_n))
+            if (numbers_parse_int(v, 1, 64, &threads_n))
                 return usage_error("--threads takes 1..64, not ", v);
         } else if (!strcmp(argv[i], "--rounds") && v) {
-            if (parse_int(v, 1, MAX_ROUNDS, &rounds))
+            if (numbers_parse_int(v, 1, MAX_ROUNDS, &rounds))
                 return usage_error("--rounds takes 1..32, not ", v);
         } else if (!strcmp(argv[i], "--tokens") && v) {
-            if (parse_int(v, 1, MAX_TOKENS, &tokens))
+            if (numbers_parse_int(v, 1, MAX_TOKENS, &tokens))
                 return usage_error("--tokens takes 1..16, not ", v);
         } else if (!strcmp(argv[i], "--out") && v) {
             out_path = v;
@@ -188,7 +167,7 @@ int bench_kernels_main(int argc, char **argv) {
 
     printf("k3 bench-kernels: %d thread%s, %d token%s a product, %d rounds (load %.2f %.2f %.2f)\n", threads_n,
            threads_n > 1 ? "s" : "", tokens, tokens > 1 ? "s" : "", rounds, load[0], load[1], load[2]);
-    printf("  triad, median round %.1f GB/s\n", median(triad, rounds) / 1e9);
+    printf("  triad, median round %.1f GB/s\n", numbers_median(triad, rounds) / 1e9);
     printf("  %-8s %-16s %10s %12s %14s\n", "kernels", "weights", "MB", "GB/s median", "of the triad");
     FILE *out = out_path ? fopen(out_path, "w") : NULL;
     if (out_path && !out) {
@@ -206,7 +185,7 @@ int bench_kernels_main(int argc, char **argv) {
                 share[r] = rate[r] / triad[r];
             }
             printf("  %-8s %-16s %10.0f %12.1f %13.1f %%\n", impls[k]->name, set_names[s], sets[s].bytes / 1e6,
-                   median(rate, rounds) / 1e9, 100 * median(share, rounds));
+                   numbers_median(rate, rounds) / 1e9, 100 * numbers_median(share, rounds));
             if (out) {
                 fprintf(out, "%s\n    {\"kernels\": \"%s\", \"weights\": \"%s\", \"bytes\": %.0f, \"rounds\": [",
                         k + s ? "," : "", impls[k]->name, s ? "bf16" : "mxfp4", sets[s].bytes);

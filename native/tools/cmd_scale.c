@@ -30,6 +30,7 @@
 #include "diskprobe.h"
 #include "k3.h"
 #include "membw.h"
+#include "numbers.h"
 #include "run_memory.h"
 
 #define SCALE_MAX_POSITIONS 17
@@ -288,11 +289,6 @@ static void *read_in_background(void *arg) {
     return NULL;
 }
 
-static int by_value(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int background_start(background_reads *b, const scale_options *o, uint64_t block, pthread_t *tid) {
     *b = (background_reads){o, block, 0, 0, 0.0, 0};
     atomic_init(&b->stop, 0);
@@ -312,11 +308,6 @@ static double background_stop(background_reads *b, pthread_t tid) {
 }
 
 #define BESIDE_READS_SAMPLES 5
-
-static double median_of(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, by_value);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* What computing beside disk reads leaves of the machine: on a virtual machine the host's
  * side of each read takes memory bandwidth (and the guest's copy out of its page cache,
@@ -344,8 +335,8 @@ static int measure_beside_reads(const scale_options *o, const membw *tr, uint64_
         reading[i] = membw_triad(tr, o->threads);
     if ((out->triad_read_rate = background_stop(&b, tid)) < 0)
         return -1;
-    out->triad_alone = median_of(alone, BESIDE_READS_SAMPLES);
-    out->triad_reading = median_of(reading, BESIDE_READS_SAMPLES);
+    out->triad_alone = numbers_median(alone, BESIDE_READS_SAMPLES);
+    out->triad_reading = numbers_median(reading, BESIDE_READS_SAMPLES);
     if (!o->repeat)
         return 0;
     if (background_start(&b, o, block, &tid))

@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "k3.h"
+#include "numbers.h"
 #include "run_dump.h"
 #include "run_memory.h"
 
@@ -51,16 +52,6 @@ static int bad_usage(const char *fmt, const char *arg) {
     fprintf(stderr, "\n\n");
     cli_usage(stderr);
     return 2;
-}
-
-static int parse_int(const char *s, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    const long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -1;
-    *out = (int)v;
-    return 0;
 }
 
 /* "1,2,3" -> ids; returns the count, or -1 with a message. */
@@ -139,7 +130,7 @@ static int parse_options(int argc, char **argv, run_options *o) {
             i++;
             if (text_opt)
                 *text_opt = v;
-            else if (parse_int(v, int_opt == &o->spec ? 0 : int_opt == &o->gen ? 0 : 1,
+            else if (numbers_parse_int(v, int_opt == &o->spec ? 0 : int_opt == &o->gen ? 0 : 1,
                                int_opt == &o->spec ? 16 : 1 << 20, int_opt))
                 return bad_usage("bad number '%s'", v);
         } else

@@ -59,6 +59,11 @@ typedef struct {
     double embed_s, head_s; /* call start -> embedding site; last FFN output -> logits */
     uint64_t head_bytes;
     double bandwidth;       /* the triad measured before this step's round (0: none) */
+    /* What the readers did during the call (they also run ahead of it: a ring slot's next
+     * layer, the next pass's experts; summed over steps this is the run's steady rate):
+     * expert bytes and reader-seconds inside pread, trunk bytes and seconds. */
+    uint64_t expert_bytes_read, trunk_bytes_read;
+    double expert_read_s, trunk_read_s;
     layer_time *layers;     /* (n_layers) */
 } step_time;
 
@@ -132,10 +137,17 @@ static k3_status timed_decode(recorder *r, k3_context *ctx, const int32_t *ids, 
     r->embed_s = r->head_s = 0.0;
     r->head_bytes = 0;
     const double cpu0 = cpu_now();
+    k3_memory_counters c0, c1;
+    k3_model_memory_counters(r->model, &c0);
     r->start = r->prev = mark_now(r->model);
     const k3_status s = k3_decode(ctx, ids, n, NULL, 0, argmax);
     out->seconds = clock_now_s() - r->start.t;
     out->cpu_s = cpu_now() - cpu0;
+    k3_model_memory_counters(r->model, &c1);
+    out->expert_bytes_read = c1.expert_bytes_read - c0.expert_bytes_read;
+    out->expert_read_s = c1.expert_read_seconds - c0.expert_read_seconds;
+    out->trunk_bytes_read = c1.trunk_bytes_read - c0.trunk_bytes_read;
+    out->trunk_read_s = c1.trunk_read_seconds - c0.trunk_read_seconds;
     r->into = NULL;
     out->embed_s = r->embed_s;
     out->head_s = r->head_s;
@@ -395,8 +407,10 @@ static void json_disk(FILE *f, const char *key, const diskprobe_result *d, int n
 
 static void json_step(FILE *f, const step_time *st, int n_layers) {
     fprintf(f, "{\"seconds\": %.6f, \"cpu_s\": %.6f, \"embed_s\": %.6f, \"head_s\": %.6f, \"head_bytes\": %llu, \"bandwidth\": %.0f, "
-               "\"layers\": [",
-            st->seconds, st->cpu_s, st->embed_s, st->head_s, (unsigned long long)st->head_bytes, st->bandwidth);
+               "\"reads\": [%llu, %.6f, %llu, %.6f], \"layers\": [",
+            st->seconds, st->cpu_s, st->embed_s, st->head_s, (unsigned long long)st->head_bytes, st->bandwidth,
+            (unsigned long long)st->expert_bytes_read, st->expert_read_s, (unsigned long long)st->trunk_bytes_read,
+            st->trunk_read_s);
     for (int l = 0; l < n_layers; l++) {
         const layer_time *t = &st->layers[l];
         fprintf(f, "%s[%.6f, %.6f, %llu, %llu, %.6f, %.6f, %llu, %llu]", l ? ", " : "", t->mixer_s, t->ffn_s,

@@ -217,20 +217,29 @@ const cpuRows = [
 ];
 
 // ---- disk and experts ----------------------------------------------------------------------
+/** The readers' work over a run's steady passes (the first, which fills the cache at first
+ * touch, left out): [expert bytes, expert reader-seconds, trunk bytes, trunk seconds] and
+ * the number of passes. */
+function steadyReads(r: ScaleRun): { sums: number[]; passes: number } {
+  const passes = steadySteps(r).filter((p) => p.reads);
+  return { sums: passes.reduce((a, p) => a.map((x, i) => x + (p.reads as number[])[i]), [0, 0, 0, 0]), passes: passes.length };
+}
+
 function ioRow(name: string) {
   const r = runs.get(name) as ScaleRun;
   const passes = steadySteps(r);
   const seconds = median(passes.map((p) => p.seconds));
   const wait = median(passes.map((p) => passWaits(p) / p.seconds));
   const m = r.memory;
-  const perReader = m.expert_read_seconds > 0 ? m.expert_bytes_read / m.expert_read_seconds : 0;
+  const { sums, passes: n } = steadyReads(r);
+  const perReader = sums[1] > 0 ? sums[0] / sums[1] : 0;
   const rnd = r.disk_random[0];
   return {
     name,
     seconds,
     io_share: wait,
-    expert_gb_per_pass: m.expert_bytes_read / r.steps.length / 1e9,
-    trunk_gb_per_pass: m.trunk_bytes_read / r.steps.length / 1e9,
+    expert_gb_per_pass: n ? sums[0] / n / 1e9 : 0,
+    trunk_gb_per_pass: n ? sums[2] / n / 1e9 : 0,
     retained: m.expert_requests ? m.expert_retained / m.expert_requests : 0,
     engine_reader_rate: perReader,
     probe_reader_rate: rnd ? rnd.bytes / rnd.read_seconds : 0,
@@ -299,11 +308,12 @@ const validation = configs.filter((c) => c.name !== 'resident').map((c) => {
   // of routing.
   const hit = passHitRate(steadySteps(r), r.memory.plan.expert_slot_bytes);
   const [fh] = forecast([...budgets, '--expert-hit-rate', hit.toFixed(6)], file);
-  // And with the read rates the engine itself achieved in the run instead of the probes':
-  // the model's structure, apart from how well a probe predicts this disk.
-  const m = r.memory;
-  const engineExpert = m.expert_read_seconds > 0 ? m.expert_bytes_read / (m.expert_read_seconds / IO_THREADS) : own.disk_expert;
-  const engineTrunk = m.trunk_read_seconds > 0.1 ? m.trunk_bytes_read / m.trunk_read_seconds : own.disk_sequential;
+  // And with the read rates the engine itself achieved in the run's steady passes (the
+  // first, which fills the cache and reads at first touch, left out) instead of the
+  // probes': the model's structure, apart from how well a probe predicts this disk.
+  const reads = steadyReads(r).sums;
+  const engineExpert = reads[1] > 0 ? reads[0] / (reads[1] / IO_THREADS) : own.disk_expert;
+  const engineTrunk = reads[3] > 0.1 ? reads[2] / reads[3] : own.disk_sequential;
   const engineFile = file.replace(/\.json$/, '-engine.json');
   fs.writeFileSync(engineFile, JSON.stringify({ ...own, disk_sequential: engineTrunk, disk_expert: engineExpert }, null, 2) + '\n');
   const [fe] = forecast([...budgets, '--expert-hit-rate', hit.toFixed(6)], engineFile);
@@ -429,6 +439,7 @@ const verifyRows = verifyFactors(res, expertSeconds).map((v) => {
 for (const v of verifyRows) console.log(`  ${String(v.positions).padStart(2)} positions: ${v.seconds.toFixed(3)} s = ${v.over_step.toFixed(2)} steps; ${v.experts} distinct experts; without experts and waits ${v.factor.toFixed(2)}x`);
 
 console.log('\nexperts and trunk read cold (page cache dropped before every pass)');
+console.log('(the steady passes: the first, which fills the cache, left out)');
 console.log('config            s/pass   I/O wait   expert GB/pass  trunk GB/pass  retained  engine MB/s/reader  disk MB/s/reader (aggregate)  disk seq MB/s  CPU share  read CPU-s/GB');
 for (const r of ioRows)
   console.log(`${r.name.padEnd(16)} ${r.seconds.toFixed(3).padStart(7)} ${pct(r.io_share).padStart(10)} ${r.expert_gb_per_pass.toFixed(3).padStart(15)} ${r.trunk_gb_per_pass.toFixed(3).padStart(14)} ${pct(r.retained).padStart(9)} ${(r.engine_reader_rate / 1e6).toFixed(0).padStart(18)} ${(r.probe_reader_rate / 1e6).toFixed(0).padStart(17)} (${(r.probe_rate / 1e6).toFixed(0)}, after ${(r.probe_rate_after / 1e6).toFixed(0)}) ${(r.probe_sequential / 1e6).toFixed(0).padStart(13)} ${r.cpu_share.toFixed(2).padStart(10)} ${r.read_cpu_per_gb.toFixed(3).padStart(14)}`);

@@ -23,6 +23,9 @@ export interface Pass {
   head_s: number;
   head_bytes: number;
   bandwidth: number;
+  /** What the readers did during the pass: expert bytes, their reader-seconds inside pread,
+   * trunk bytes, their seconds (runs before these were recorded have none). */
+  reads?: [number, number, number, number];
   layers: LayerRecord[];
 }
 

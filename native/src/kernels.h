@@ -22,6 +22,13 @@
 
 typedef enum kernels_wtype { KERNELS_F32, KERNELS_BF16, KERNELS_MXFP4 } kernels_wtype;
 
+/* One token's bf16 / f32 rows stream once from memory, one row after another; the SIMD
+ * kernels ask for the bytes this far ahead of the load (into L2). The hardware prefetcher
+ * alone held a core to 12-18 GB/s on K3's 7168 x 7168 bf16 projections (two threads 20-25,
+ * about 65-75 % of the triad); 8 KB ahead gave 29-30 (two threads 33-40, the triad's rate).
+ * 1 KB gained nothing, 4 KB about two thirds of it, 16-32 KB a little less. */
+#define KERNELS_ONE_TOKEN_PREFETCH_BYTES 8192
+
 /* The most columns an MXFP4 matrix may have (config.c refuses wider experts): a kernel keeps
  * one token's input for such a matrix on its stack (64 kB). K3's widest is 3,584. */
 #define KERNELS_MXFP4_MAX_COLS 16384

@@ -44,6 +44,8 @@ static inline __m256 f32x8(const float *p) {
         const int body = cols & ~15, rest = cols & ~7;                                                              \
         int c = 0;                                                                                                  \
         for (; c < body; c += 16) {                                                                                 \
+            if (NR == 1 && NT == 1) /* one token: a stream from memory (kernels.h) */                               \
+                _mm_prefetch((const char *)(rows + c) + KERNELS_ONE_TOKEN_PREFETCH_BYTES, _MM_HINT_T1);             \
             __m256 x0[2], x1[2];                                                                                    \
             _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) {                                                  \
                 x0[t] = _mm256_loadu_ps(x + (long)t * ldx + c);                                                     \

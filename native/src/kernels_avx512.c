@@ -65,6 +65,8 @@ static inline __m512 load_f32_masked(const float *p, __mmask16 m) {
             _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();                  \
         const int body = cols & ~15;                                                                                \
         for (int c = 0; c < body; c += 16) {                                                                        \
+            if (NR == 1 && NT == 1) /* one token: a stream from memory (kernels.h) */                               \
+                _mm_prefetch((const char *)(rows + c) + KERNELS_ONE_TOKEN_PREFETCH_BYTES, _MM_HINT_T1);             \
             __m512 w[4];                                                                                            \
             _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) w[r] = LOAD(rows + (long)r * cols + c);            \
             _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++) {                                                  \

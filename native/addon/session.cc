@@ -95,8 +95,7 @@ class OpenJob : public Napi::AsyncWorker {
                 snprintf(detail_, sizeof detail_, "unknown preset \"%s\"", preset_.c_str());
                 return;
             }
-            params.trunk_bytes = p->trunk_bytes;
-            params.expert_cache_bytes = p->expert_cache_bytes;
+            k3_preset_apply(p, &params);
         }
         params.progress = &OpenJob::OnProgress;
         params.progress_user = this;
@@ -256,8 +255,7 @@ Napi::Value PresetForecasts(const Napi::CallbackInfo &info) {
         const k3_preset *p = k3_preset_at(i);
         k3_model_params mp;
         k3_model_params_default(&mp);
-        mp.trunk_bytes = p->trunk_bytes;
-        mp.expert_cache_bytes = p->expert_cache_bytes;
+        k3_preset_apply(p, &mp);
         k3_forecast fc;
         char detail[512];
         if (k3_forecast_make(nullptr, nullptr, &mp, 1, &fc, detail, sizeof detail) != K3_OK)

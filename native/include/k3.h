@@ -459,6 +459,8 @@ typedef struct k3_preset {
 int k3_preset_count(void);
 const k3_preset *k3_preset_at(int i); /* NULL outside 0..count-1 */
 const k3_preset *k3_preset_find(const char *name); /* NULL for an unknown name (and "auto") */
+/* Sets mp's trunk and expert-cache budgets to the preset's; the rest of mp stays. */
+void k3_preset_apply(const k3_preset *p, k3_model_params *mp);
 
 /* The "auto" preset: budgets sized from mem_available (0: this machine's MemAvailable) for
  * the checkpoint in dir (NULL: the full-scale release) and a context as cp (NULL:

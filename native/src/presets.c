@@ -132,6 +132,11 @@ const k3_preset *k3_preset_find(const char *name) {
     return NULL;
 }
 
+void k3_preset_apply(const k3_preset *p, k3_model_params *mp) {
+    mp->trunk_bytes = p->trunk_bytes;
+    mp->expert_cache_bytes = p->expert_cache_bytes;
+}
+
 k3_status k3_preset_auto(const char *dir, const k3_context_params *cp, uint64_t mem_available, k3_model_params *out,
                          k3_plan *plan_out, char *detail, size_t detail_size) {
     k3_error err = {K3_OK, ""};

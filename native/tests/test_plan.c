@@ -153,8 +153,7 @@ TEST(presets_full_scale_layouts_match_their_notes) {
         const k3_preset *p = k3_preset_find(want[i].name);
         k3_model_params mp;
         k3_model_params_default(&mp);
-        mp.trunk_bytes = p->trunk_bytes;
-        mp.expert_cache_bytes = p->expert_cache_bytes;
+        k3_preset_apply(p, &mp);
         k3_plan plan;
         k3_error err = {0};
         CHECK_OK(presets_release_plan(&mp, NULL, &plan, &err), err);

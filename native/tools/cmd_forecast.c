@@ -101,8 +101,7 @@ int forecast_main(int argc, char **argv) {
         } else if (r < k3_preset_count()) {
             const k3_preset *p = k3_preset_at(r);
             k3_model_params_default(&mp);
-            mp.trunk_bytes = p->trunk_bytes;
-            mp.expert_cache_bytes = p->expert_cache_bytes;
+            k3_preset_apply(p, &mp);
             name = p->name;
         } else {
             name = "auto";

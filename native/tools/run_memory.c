@@ -51,8 +51,7 @@ void run_memory_list_presets(FILE *f, const char *model_dir) {
         const k3_preset *p = k3_preset_at(i);
         k3_model_params mp;
         k3_model_params_default(&mp);
-        mp.trunk_bytes = p->trunk_bytes;
-        mp.expert_cache_bytes = p->expert_cache_bytes;
+        k3_preset_apply(p, &mp);
         char spt[32];
         forecast_cell(have_path ? profile : NULL, NULL, &mp, spt, sizeof spt, detail, sizeof detail, &why);
         fprintf(f, "  %-12s %10s %12s %14s %12s %9s  %s\n", p->name, human((double)p->trunk_bytes, a, sizeof a),
@@ -238,8 +237,7 @@ int run_memory_resolve(run_memory *rm, const char *model_dir, const k3_context_p
                     human((double)mp.expert_cache_bytes, b, sizeof b));
         } else {
             const k3_preset *p = k3_preset_find(rm->steps[i].preset);
-            rm->params.trunk_bytes = p->trunk_bytes;
-            rm->params.expert_cache_bytes = p->expert_cache_bytes;
+            k3_preset_apply(p, &rm->params);
         }
     }
     rm->params.io_threads = rm->io_threads;

@@ -36,7 +36,9 @@ int diskprobe_sequential(const char *dir, const char *extents, uint64_t block, u
 
 /* Drops dir's shards from the page cache, then `readers` threads make `count` random
  * reads (seeded): whole extents of the random pool, or blocks of `block` bytes at random
- * 4 KiB-aligned offsets (inside one shard each). */
+ * 4 KiB-aligned offsets (inside one shard each). No extent or block is read twice (the
+ * second read would come from the page cache), so count is at most the pool's size; out
+ * says how many bytes were read. */
 int diskprobe_random(const char *dir, const char *extents, uint64_t block, int count, int readers, unsigned seed,
                      diskprobe_result *out, char *why, int why_size);
 

@@ -72,6 +72,27 @@ test('k3 bench-kernels times both weight sets with every implementation, each ro
   assert.match(r.stdout, /of the triad/);
 });
 
+test('k3 bench-scale probes the disk without reading any bytes twice (the second read would come from the page cache)', () => {
+  const model = ensureFixture();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-bench-scale-'));
+  const shard = fs.readdirSync(model).filter((f) => f.endsWith('.safetensors')).sort()[0];
+  // Three random units of 4, 4 and 8 KiB; asked for 1000 reads, the probe reads each once.
+  const extents = path.join(dir, 'extents.txt');
+  fs.writeFileSync(extents, `${shard} 4096 8192 t\n${shard} 16384 4096 e\n${shard} 32768 4096 e\n${shard} 65536 8192 e\n`);
+  const probe = (count: number, extra: string[]) => {
+    const out = path.join(dir, 'scale.json');
+    const r = spawnSync(k3Cli, ['bench-scale', model, '--steps', '1', '--disk-random', String(count), ...extra, '--out', out], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    return JSON.parse(fs.readFileSync(out, 'utf8')).disk_random[0] as { bytes: number; block: number };
+  };
+  assert.equal(probe(1000, ['--disk-extents', extents]).bytes, 16384);
+  // Without extents: expert-sized blocks at random places, none twice, so at most the shards.
+  const shards = fs.readdirSync(model).filter((f) => f.endsWith('.safetensors')).reduce((a, f) => a + fs.statSync(path.join(model, f)).size, 0);
+  const blocks = probe(65536, []);
+  fs.rmSync(dir, { recursive: true });
+  assert.ok(blocks.bytes <= shards && blocks.bytes >= shards - 2 * blocks.block, `${blocks.bytes} of ${shards}`);
+});
+
 test('k3 bench pairs every decode stretch with a triad and reports the median round', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-bench-'));
   const out = path.join(dir, 'bench.json');

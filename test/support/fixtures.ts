@@ -19,7 +19,7 @@ export interface FixtureRequest {
   gate?: GateForm;
   /** Default 1. */
   seed?: number;
-  /** Default 'soft'; 'sharp' puts the router's scores far from 0.5. */
+  /** Default 'soft'; 'sharp' puts the router's scores far from 0.5; 'balanced' favours no expert. */
   router?: RouterForm;
 }
 
@@ -27,7 +27,7 @@ const STAMP = '.ensure-stamp.json';
 
 /** The directory name a request maps to, e.g. `tiny-lowerbound-s1`, `tiny-lowerbound-sharp-s1`. */
 export function fixtureName(r: FixtureRequest = {}): string {
-  return `${r.size ?? 'tiny'}-${r.gate ?? 'lowerbound'}${r.router === 'sharp' ? '-sharp' : ''}-s${r.seed ?? DEFAULT_SEED}`;
+  return `${r.size ?? 'tiny'}-${r.gate ?? 'lowerbound'}${r.router && r.router !== 'soft' ? `-${r.router}` : ''}-s${r.seed ?? DEFAULT_SEED}`;
 }
 
 /** Changes whenever the generator's code or the copied tokenizer files change. */

@@ -9,6 +9,7 @@
  *    "memory_bandwidth": B,        bytes/s, the triad on `threads` threads
  *    "memory_bandwidth_reading": R, bytes/s, the same triad while the disk serves
  *                                  expert-sized reads on io_threads readers beside it
+ *                                  (B over the median ratio of side-by-side pairs)
  *    "disk_sequential": D,         bytes/s, cold sequential reads at the trunk's block sizes
  *    "disk_expert": X,             bytes/s, cold expert-sized reads on io_threads readers
  *    "kinds": {"dense": K, "kda_moe": K, "mla_moe": K, "lm_head": K},
@@ -26,8 +27,9 @@
  *     top_k of E spread evenly: E (1 - (1 - top_k / E)^n)
  *   a pass that reads anything from disk computes slower by m = B / R (at least 1): the
  *     reads take memory bandwidth and the readers' copies take CPU from the same machine
- *     (docs/SCALE.md: on this VM m was about 1.3, and layers with no read of their own
- *     beside them slowed as much as those with)
+ *     (docs/SCALE.md: on this VM m measured 1.1-1.7 from one run to the next, and a cold
+ *     pass computed 1.0-2.6x slower than the resident step beside it, about 1.4x in the
+ *     median; layers with no read of their own beside them slowed as much as those with)
  *   expert reads e_l = U_l(n) (1 - h) x expert bytes / X, with h what an LRU cache keeps
  *     under evenly spread routing, the layers asking in turn (lru_hit_rate below): near
  *     the cache's share of the pool when it holds several passes' experts, nothing when it

@@ -323,9 +323,11 @@ static double background_stop(background_reads *b, pthread_t tid) {
 
 /* What computing beside disk reads leaves of the machine: on a virtual machine the host's
  * side of each read takes memory bandwidth (and the guest's copy out of its page cache,
- * CPU) from the machine that computes. The triad's median of 5 alone, then of 5 while the
- * disk reads random experts on the engine's reader count; with --repeat, the same step as
- * many times again beside such reads. */
+ * CPU) from the machine that computes. Five pairs, each the triad alone and then again while
+ * the disk reads random experts on the engine's reader count, side by side because this
+ * machine's triad drifts by 1.5x within minutes (five of each in a row gave a slowdown of
+ * 1.13x in one run and 1.70x in the next); the ratio is the pairs' median. With --repeat,
+ * the same step as many times again beside such reads. */
 typedef struct {
     double triad_alone, triad_reading, triad_read_rate;
     double *steps; /* (n_steps) seconds, or NULL */
@@ -336,19 +338,26 @@ typedef struct {
 static int measure_beside_reads(const scale_options *o, const membw *tr, uint64_t block, recorder *rec,
                                 k3_context *ctx, const int32_t *ids, int32_t *argmax, step_time *scratch,
                                 beside_reads *out) {
-    double alone[BESIDE_READS_SAMPLES], reading[BESIDE_READS_SAMPLES];
-    for (int i = 0; i < BESIDE_READS_SAMPLES; i++)
-        alone[i] = membw_triad(tr, o->threads);
+    double alone[BESIDE_READS_SAMPLES], reading[BESIDE_READS_SAMPLES], ratio[BESIDE_READS_SAMPLES];
+    double read_bytes = 0.0, read_seconds = 0.0;
     background_reads b;
     pthread_t tid;
-    if (background_start(&b, o, block, &tid))
-        return -1;
-    for (int i = 0; i < BESIDE_READS_SAMPLES; i++)
+    for (int i = 0; i < BESIDE_READS_SAMPLES; i++) {
+        alone[i] = membw_triad(tr, o->threads);
+        if (background_start(&b, o, block, &tid))
+            return -1;
         reading[i] = membw_triad(tr, o->threads);
-    if ((out->triad_read_rate = background_stop(&b, tid)) < 0)
-        return -1;
+        if (background_stop(&b, tid) < 0)
+            return -1;
+        read_bytes += (double)b.bytes;
+        read_seconds += b.seconds;
+        ratio[i] = alone[i] / reading[i];
+    }
+    out->triad_read_rate = read_bytes / read_seconds;
+    /* The alone figure is the median; the reading one is what the median ratio leaves of it,
+     * so triad_alone / triad_reading is the pairs' median slowdown. */
     out->triad_alone = numbers_median(alone, BESIDE_READS_SAMPLES);
-    out->triad_reading = numbers_median(reading, BESIDE_READS_SAMPLES);
+    out->triad_reading = out->triad_alone / numbers_median(ratio, BESIDE_READS_SAMPLES);
     if (!o->repeat)
         return 0;
     if (background_start(&b, o, block, &tid))

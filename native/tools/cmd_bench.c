@@ -29,16 +29,6 @@ static double now_s(void) {
  * Each round pairs a triad with the decode that follows it; the median round is reported. */
 #define ROUNDS 8
 
-static int parse_count(const char *s, int *out) {
-    char *end;
-    errno = 0;
-    const long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < 1 || v > 1 << 20)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
 int bench_main(int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-') {
         fprintf(stderr, "k3 bench: give MODEL_DIR\n\n");
@@ -53,7 +43,7 @@ int bench_main(int argc, char **argv) {
                       : !strcmp(argv[i], "--prompt-tokens") ? &prompt_len
                       : !strcmp(argv[i], "--gen") ? &gen
                                                    : NULL;
-        if (target && v && !parse_count(v, target)) {
+        if (target && v && !numbers_parse_int(v, 1, 1 << 20, target)) {
             i++;
         } else if (!strcmp(argv[i], "--out") && v) {
             out_path = v;

@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "k3.h"
+#include "numbers.h"
 #include "run_memory.h"
 
 static void print_json(FILE *f, const char *name, const k3_model_params *mp, const k3_forecast *fc, int first) {
@@ -46,14 +47,10 @@ int forecast_main(int argc, char **argv) {
         if (!strcmp(argv[i], "--profile") && v) {
             profile = argv[++i];
         } else if (!strcmp(argv[i], "--positions") && v) {
-            char *end;
-            errno = 0;
-            const long n = strtol(v, &end, 10);
-            if (errno || *end || n < 1 || n > 1024) {
+            if (numbers_parse_int(v, 1, 1024, &positions)) {
                 fprintf(stderr, "k3 forecast: --positions '%s': expected 1..1024\n", v);
                 return 2;
             }
-            positions = (int)n;
             i++;
         } else if (!strcmp(argv[i], "--expert-hit-rate") && v) {
             char *end;

@@ -385,10 +385,22 @@ void k3_cancel(k3_context *ctx);
  * The plan is a forecast: the measured peak RSS (getrusage) is the figure to quote; it
  * sits within a few MB of the plan (docs/PERFORMANCE.md gives the measured slack). */
 
+/* How the bytes that stream every pass (routed experts the cache misses, ring layers) are
+ * read. Around the page cache (O_DIRECT) they cost the machine far less CPU and memory
+ * traffic, but nothing stays cached for the next pass or the next open. */
+typedef enum k3_reads {
+    K3_READS_AUTO = 0,     /* direct when what streams (the expert pool, the unpinned trunk)
+                              exceeds what MemAvailable leaves beside the model: the page
+                              cache could not keep it anyway; else through the page cache */
+    K3_READS_DIRECT = 1,   /* always around the page cache, where the file system allows */
+    K3_READS_BUFFERED = 2  /* always through the page cache */
+} k3_reads;
+
 struct k3_model_params {
     int64_t trunk_bytes;        /* -1: mapped (default); >= 0: owned, pinned layers + ring slots */
     int64_t expert_cache_bytes; /* -1: mapped (default); >= 0: the expert cache's budget */
     int io_threads;             /* expert reader threads, 1..16 (default 2) */
+    int reads;                  /* k3_reads (default K3_READS_AUTO) */
     long fault_expert_read;     /* tests only: the n-th expert read fails as if the shard ended
                                    there (0: never, default) */
     /* May be NULL (default). Called on the opening thread while k3_model_open reads the
@@ -408,7 +420,9 @@ typedef struct k3_plan {
     uint64_t trunk;           /* mapped: the dense weights; owned: pinned layers + ring slots */
     uint64_t embed_lm_head;   /* lm_head, plus the embedding table when the trunk is mapped */
     uint64_t vectors;         /* norms, biases, conv taps, residual queries as f32 copies */
-    uint64_t index;           /* tensor metadata and the trunk and expert read tables */
+    uint64_t index;           /* tensor metadata, the trunk and expert read tables, and the
+                                 streaming readers' bounce buffers (8 MiB each, unless
+                                 reads are K3_READS_BUFFERED) */
     uint64_t expert_cache;    /* mapped: the whole routed-expert pool; else slots x slot bytes */
     uint64_t recurrent_state; /* KDA state and conv history */
     uint64_t kv_cache;        /* MLA latent cache for max_context positions */
@@ -522,6 +536,7 @@ typedef struct k3_memory_counters {
     uint64_t trunk_bytes_read;   /* their bytes, plus embedding rows */
     double trunk_read_seconds;   /* reader time inside pread */
     double trunk_wait_seconds;   /* time forward passes waited for trunk reads */
+    uint64_t direct_bytes_read;  /* expert and ring bytes read around the page cache (O_DIRECT) */
     uint64_t trunk_pinned_bytes; /* read at open for the pinned layers */
     double trunk_pinned_seconds;
     uint64_t forward_passes;

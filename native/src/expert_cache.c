@@ -2,6 +2,7 @@
  * expert_cache.h). One mutex guards all shared state; reads happen outside it. */
 #include "expert_cache.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +73,7 @@ struct expert_cache {
 
     long fault_read;
     uint64_t reads_started;
+    int direct;             /* read around the page cache (shards' direct_fd), until refused */
     expert_cache_counters counters;
 
     pthread_mutex_t lock;
@@ -231,16 +233,28 @@ static int pick_victim(expert_cache *ec) {
     return best >= 0 ? best : best_wanted;
 }
 
-/* Reads expert `key` into slot s. Returns 0, or -1 with *detail filled. */
-static int read_expert(expert_cache *ec, int key, uint8_t *slot, int inject, char *detail, size_t size,
-                       uint64_t *bytes) {
+/* Reads expert `key` into slot s: through bounce and the shards' O_DIRECT descriptors
+ * when bounce is given, else through the page cache. Returns 0, or -1 with *detail filled.
+ * *direct_bytes gets the bytes read around the page cache; *refused is set when the file
+ * system refused a direct read (that extent is then read through the page cache). */
+static int read_expert(expert_cache *ec, int key, uint8_t *slot, int inject, void *bounce, char *detail, size_t size,
+                       uint64_t *bytes, uint64_t *direct_bytes, int *refused) {
     const ec_expert *x = &ec->experts[key];
-    *bytes = 0;
+    *bytes = *direct_bytes = 0;
     for (uint32_t e = x->first_extent; e < x->first_extent + x->n_extents; e++) {
         const ec_extent *ex = &ec->extents[e];
         const st_shard *sh = st_shard_at(ec->set, ex->shard);
         int error = 0;
-        const size_t got = inject ? 0 : io_read_at(sh->fd, slot + ex->slot_offset, ex->len, ex->file_offset, &error);
+        size_t got = 0;
+        if (!inject && bounce && sh->direct_fd >= 0 && !*refused) {
+            got = io_read_direct(sh->direct_fd, slot + ex->slot_offset, ex->len, ex->file_offset, bounce, &error);
+            if (error == EINVAL && got == 0)
+                *refused = 1;
+            else
+                *direct_bytes += got;
+        }
+        if (!inject && (!bounce || sh->direct_fd < 0 || *refused))
+            got = io_read_at(sh->fd, slot + ex->slot_offset, ex->len, ex->file_offset, &error);
         *bytes += got;
         if (got != ex->len) {
             char why[768];
@@ -256,6 +270,8 @@ static int read_expert(expert_cache *ec, int key, uint8_t *slot, int inject, cha
 
 static void *reader_main(void *arg) {
     expert_cache *ec = arg;
+    /* Each reader its own bounce buffer; without one it reads through the page cache. */
+    void *bounce = ec->direct ? io_bounce_alloc() : NULL;
     pthread_mutex_lock(&ec->lock);
     for (;;) {
         while (!ec->stop && !(ec->job_active && !ec->job_failed && ec->job_next < ec->job_n))
@@ -295,17 +311,22 @@ static void *reader_main(void *arg) {
         ec->in_flight++;
         const int inject = ec->fault_read > 0 && (long)++ec->reads_started == ec->fault_read;
         const uint64_t job = ec->job_id;
+        int refused = !ec->direct;
         pthread_mutex_unlock(&ec->lock);
 
         char detail[K3_ERROR_DETAIL_MAX];
-        uint64_t bytes;
+        uint64_t bytes, direct_bytes;
         const double t0 = io_now();
-        const int bad = read_expert(ec, key, sl->data, inject, detail, sizeof detail, &bytes);
+        const int bad =
+            read_expert(ec, key, sl->data, inject, bounce, detail, sizeof detail, &bytes, &direct_bytes, &refused);
         const double t1 = io_now();
 
         pthread_mutex_lock(&ec->lock);
+        if (refused)
+            ec->direct = 0;
         ec->counters.reads++;
         ec->counters.bytes_read += bytes;
+        ec->counters.direct_bytes += direct_bytes;
         ec->counters.read_seconds += t1 - t0;
         sl->loaded_job = job;
         sl->state = bad ? SLOT_FAILED : SLOT_READY;
@@ -317,10 +338,12 @@ static void *reader_main(void *arg) {
         pthread_cond_broadcast(&ec->consumer_cv);
     }
     pthread_mutex_unlock(&ec->lock);
+    io_bounce_free(bounce);
     return NULL;
 }
 
-k3_status expert_cache_start(expert_cache *ec, int n_slots, int n_readers, long fault_read, k3_error *err) {
+k3_status expert_cache_start(expert_cache *ec, int n_slots, int n_readers, int direct, long fault_read,
+                             k3_error *err) {
     if (n_slots < 1 || n_readers < 1 || n_readers > EC_MAX_READERS)
         return error_set(err, K3_ERR_INVALID_ARGUMENT, "expert cache: %d slots and %d reader threads (need >= 1 and 1..%d)",
                          n_slots, n_readers, EC_MAX_READERS);
@@ -337,6 +360,7 @@ k3_status expert_cache_start(expert_cache *ec, int n_slots, int n_readers, long 
         ec->slots[s].key = -1;
     }
     ec->fault_read = fault_read;
+    ec->direct = direct;
     for (int r = 0; r < n_readers; r++) {
         if (pthread_create(&ec->readers[r], NULL, reader_main, ec) != 0)
             return error_set(err, K3_ERR_INTERNAL, "expert cache: could not start reader thread %d of %d", r + 1,

@@ -37,6 +37,7 @@ typedef struct expert_cache_counters {
     uint64_t evictions;    /* slots whose expert was replaced */
     uint64_t reads;        /* experts read from disk */
     uint64_t bytes_read;   /* bytes those reads brought in */
+    uint64_t direct_bytes; /* of those, read around the page cache (O_DIRECT) */
     double read_seconds;   /* summed over reader threads: time inside pread */
     double wait_seconds;   /* time the caller blocked in expert_cache_get */
 } expert_cache_counters;
@@ -61,10 +62,13 @@ uint64_t expert_cache_pool_bytes(const expert_cache *ec);
 /* Bytes of the table itself (for the plan). */
 uint64_t expert_cache_table_bytes(int n_moe_layers, int n_experts);
 
-/* Allocates n_slots slots and starts n_readers reader threads (>= 1). fault_read > 0 makes
+/* Allocates n_slots slots and starts n_readers reader threads (>= 1). direct: read through
+ * the shards' O_DIRECT descriptors (st_open_direct) where open, each reader with its own
+ * IO_BOUNCE_BYTES buffer, and through the page cache from the first refusal on. fault_read > 0 makes
  * the fault_read-th expert read (counting from 1) fail as if the file ended there: the
  * tests' way to break a read. */
-k3_status expert_cache_start(expert_cache *ec, int n_slots, int n_readers, long fault_read, k3_error *err);
+k3_status expert_cache_start(expert_cache *ec, int n_slots, int n_readers, int direct, long fault_read,
+                             k3_error *err);
 
 /* Stops the readers and frees everything; NULL is a no-op. */
 void expert_cache_free(expert_cache *ec);

@@ -1,8 +1,10 @@
 /* io.c - positioned reads, large allocations, the clock and MemAvailable (see io.h). */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS and MADV_HUGEPAGE next to _POSIX_C_SOURCE (glibc) */
+#define _GNU_SOURCE     /* O_DIRECT (glibc) */
 #include "io.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,53 @@ size_t io_read_at(int fd, void *buf, size_t len, uint64_t offset, int *error) {
         got += (size_t)n;
     }
     return got;
+}
+
+int io_open_direct(const char *path) {
+#if defined(O_DIRECT)
+    return open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+#else
+    (void)path;
+    return -1;
+#endif
+}
+
+void *io_bounce_alloc(void) {
+    void *p = NULL;
+    return posix_memalign(&p, IO_DIRECT_ALIGN, IO_BOUNCE_BYTES) == 0 ? p : NULL;
+}
+
+void io_bounce_free(void *bounce) {
+    free(bounce);
+}
+
+size_t io_read_direct(int fd, void *buf, size_t len, uint64_t offset, void *bounce, int *error) {
+    const uint64_t end = offset + len;
+    uint64_t at = offset; /* the next byte buf still needs */
+    *error = 0;
+    while (at < end) {
+        const uint64_t block = at / IO_DIRECT_ALIGN * IO_DIRECT_ALIGN;
+        const uint64_t block_end = (end + IO_DIRECT_ALIGN - 1) / IO_DIRECT_ALIGN * IO_DIRECT_ALIGN;
+        const size_t want = block_end - block > IO_BOUNCE_BYTES ? IO_BOUNCE_BYTES : (size_t)(block_end - block);
+        const ssize_t n = pread(fd, bounce, want, (off_t)block);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            *error = errno;
+            break;
+        }
+        /* A short read holds good bytes; one that stops inside a block stopped at the end
+         * of the file. */
+        const uint64_t got_end = block + (uint64_t)n;
+        if (got_end <= at)
+            break; /* end of file */
+        const uint64_t copy_end = got_end < end ? got_end : end;
+        memcpy((char *)buf + (at - offset), (const char *)bounce + (at - block), (size_t)(copy_end - at));
+        at = copy_end;
+        if ((size_t)n < want && (size_t)n % IO_DIRECT_ALIGN != 0)
+            break; /* the file ends inside this block */
+    }
+    return (size_t)(at - offset);
 }
 
 void io_read_describe(char *out, size_t size, const char *path, size_t len, uint64_t offset, size_t got,

@@ -10,15 +10,19 @@ void k3_model_params_default(k3_model_params *p) {
     p->trunk_bytes = -1;
     p->expert_cache_bytes = -1;
     p->io_threads = 2;
+    p->reads = K3_READS_AUTO;
     p->fault_expert_read = 0;
     p->progress = NULL;
     p->progress_user = NULL;
 }
 
 static k3_status check_params(const k3_model_params *p, k3_error *err) {
-    if (p && (p->io_threads < 1 || p->io_threads > 16 || p->fault_expert_read < 0))
-        return error_set(err, K3_ERR_INVALID_ARGUMENT, "model parameters: io_threads %d (1..16), fault_expert_read %ld",
-                         p->io_threads, p->fault_expert_read);
+    if (p && (p->io_threads < 1 || p->io_threads > 16 || p->fault_expert_read < 0 || p->reads < K3_READS_AUTO ||
+              p->reads > K3_READS_BUFFERED))
+        return error_set(err, K3_ERR_INVALID_ARGUMENT,
+                         "model parameters: io_threads %d (1..16), reads %d (0 auto, 1 direct, 2 buffered), "
+                         "fault_expert_read %ld",
+                         p->io_threads, p->reads, p->fault_expert_read);
     return K3_OK;
 }
 
@@ -107,6 +111,7 @@ void k3_model_memory_counters(const k3_model *km, k3_memory_counters *out) {
         out->expert_evictions = c.evictions;
         out->expert_reads = c.reads;
         out->expert_bytes_read = c.bytes_read;
+        out->direct_bytes_read += c.direct_bytes;
         out->expert_read_seconds = c.read_seconds;
         out->expert_wait_seconds = c.wait_seconds;
     }
@@ -115,6 +120,7 @@ void k3_model_memory_counters(const k3_model *km, k3_memory_counters *out) {
         trunk_get_counters(m->trunk, &c);
         out->trunk_layer_reads = c.layer_reads;
         out->trunk_bytes_read = c.bytes_read;
+        out->direct_bytes_read += c.direct_bytes;
         out->trunk_read_seconds = c.read_seconds;
         out->trunk_wait_seconds = c.wait_seconds;
         out->trunk_pinned_bytes = c.pinned_bytes;

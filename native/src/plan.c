@@ -144,6 +144,11 @@ k3_status plan_make(const model *dims, const plan_inputs *in, const k3_model_par
     }
     out->vectors = in->vector_bytes;
     out->index = in->index_bytes;
+    /* Readers that may go around the page cache each hold a bounce buffer (io.h): one per
+     * expert reader, one for the ring's. Counted whenever they may be allocated. */
+    if (p.reads != K3_READS_BUFFERED)
+        out->index += IO_BOUNCE_BYTES * ((out->experts_mapped ? 0u : (uint64_t)p.io_threads) +
+                                         (out->ring_slots > 0 ? 1u : 0u));
 
     out->recurrent_state = 4u * (uint64_t)forward_kda_state_floats(dims);
     out->kv_cache = 4u * (uint64_t)forward_mla_cache_floats(dims, c.max_context);

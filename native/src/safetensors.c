@@ -8,8 +8,9 @@
  * is freed as soon as its contents are copied out, so the transient peak is the index's
  * document (about twice the index file) plus one header's. */
 #include "safetensors.h"
-#include "hash.h"
 
+#include "hash.h"
+#include "io.h"
 #include "json.h"
 
 #include <errno.h>
@@ -472,7 +473,7 @@ static k3_status alloc_shards(st_set *set, int n, k3_error *err) {
     if (!set->shards)
         return oom(err, "the shard list");
     for (int i = 0; i < n; i++)
-        set->shards[i] = (st_shard){.fd = -1};
+        set->shards[i] = (st_shard){.fd = -1, .direct_fd = -1};
     set->n_shards = n;
     return K3_OK;
 }
@@ -701,6 +702,17 @@ k3_status st_open(const char *dir, st_set **out, k3_error *err) {
     return K3_OK;
 }
 
+int st_open_direct(st_set *set) {
+    int opened = 0;
+    for (int i = 0; i < set->n_shards; i++) {
+        st_shard *sh = &set->shards[i];
+        if (sh->direct_fd < 0)
+            sh->direct_fd = io_open_direct(sh->path);
+        opened += sh->direct_fd >= 0;
+    }
+    return opened;
+}
+
 void st_close(st_set *set) {
     if (!set)
         return;
@@ -710,6 +722,8 @@ void st_close(st_set *set) {
             munmap((void *)(uintptr_t)sh->map, (size_t)sh->size);
         if (sh->fd >= 0)
             close(sh->fd);
+        if (sh->direct_fd >= 0)
+            close(sh->direct_fd);
     }
     free(set->shards);
     free(set->tensors);

@@ -85,6 +85,7 @@ typedef struct st_shard {
     const char *path;    /* directory + "/" + file */
     const char *file;    /* the file name, as the index spells it */
     int fd;              /* open O_RDONLY until st_close(): for pread/posix_fadvise */
+    int direct_fd;       /* the same file opened O_DIRECT by st_open_direct(), else -1 */
     uint64_t size;       /* file length in bytes */
     const uint8_t *map;  /* the whole file, PROT_READ + MAP_PRIVATE */
     uint64_t data_start; /* 8 + header length: file offset of the data region */
@@ -112,6 +113,10 @@ const st_tensor *st_tensor_at(const st_set *set, size_t i);
 /* Shards in file-name order; shard i is the one with st_tensor.shard == i. */
 int st_shard_count(const st_set *set);
 const st_shard *st_shard_at(const st_set *set, int i);
+
+/* Opens every shard a second time with O_DIRECT (io_open_direct) for reads that go around
+ * the page cache; each stays -1 where the file system refuses. Returns how many opened. */
+int st_open_direct(st_set *set);
 
 /* The directory given to st_open(), and the name of the file that listed the tensors:
  * "model.safetensors.index.json" or "model.safetensors". */

@@ -2,6 +2,7 @@
  * ring; reads happen outside it. */
 #include "trunk.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,7 @@ struct trunk {
     pthread_cond_t reader_cv, consumer_cv;
     pthread_t reader;
     int reader_running, stop, sync_ready;
+    int direct; /* the ring reader reads around the page cache (set by trunk_start) */
 };
 
 k3_status trunk_new(const st_set *set, int n_layers, const void *templates, size_t layer_size, trunk **out,
@@ -153,15 +155,27 @@ uint64_t trunk_layer_bytes(const trunk *tr, int layer) {
     return tr->layers[layer].bytes;
 }
 
-/* Reads layer l into data (at least its bytes). Returns 0, or -1 with detail filled. */
-static int read_layer(trunk *tr, int l, uint8_t *data, char *detail, size_t size, uint64_t *bytes) {
+/* Reads layer l into data (at least its bytes): through bounce and the shards' O_DIRECT
+ * descriptors when bounce is given and the file system has not refused (*refused), else
+ * through the page cache. Returns 0, or -1 with detail filled. */
+static int read_layer(trunk *tr, int l, uint8_t *data, void *bounce, int *refused, char *detail, size_t size,
+                      uint64_t *bytes, uint64_t *direct_bytes) {
     const trunk_layer *ly = &tr->layers[l];
-    *bytes = 0;
+    *bytes = *direct_bytes = 0;
     for (int e = 0; e < ly->n_extents; e++) {
         const trunk_extent *ex = &ly->extents[e];
         const st_shard *sh = st_shard_at(tr->set, ex->shard);
         int error = 0;
-        const size_t got = io_read_at(sh->fd, data + ex->slot_offset, ex->len, ex->file_offset, &error);
+        size_t got = 0;
+        if (bounce && sh->direct_fd >= 0 && !*refused) {
+            got = io_read_direct(sh->direct_fd, data + ex->slot_offset, ex->len, ex->file_offset, bounce, &error);
+            if (error == EINVAL && got == 0)
+                *refused = 1;
+            else
+                *direct_bytes += got;
+        }
+        if (!bounce || sh->direct_fd < 0 || *refused)
+            got = io_read_at(sh->fd, data + ex->slot_offset, ex->len, ex->file_offset, &error);
         *bytes += got;
         if (got != ex->len) {
             char why[768];
@@ -185,6 +199,9 @@ static void bind_copy(const trunk *tr, int l, const uint8_t *data, void *copy) {
 
 static void *reader_main(void *arg) {
     trunk *tr = arg;
+    /* The ring streams every pass: around the page cache where it can (trunk.h). */
+    void *bounce = tr->direct ? io_bounce_alloc() : NULL;
+    int refused = 0;
     pthread_mutex_lock(&tr->lock);
     for (;;) {
         int free_slot = -1;
@@ -206,9 +223,9 @@ static void *reader_main(void *arg) {
         pthread_mutex_unlock(&tr->lock);
 
         char detail[K3_ERROR_DETAIL_MAX];
-        uint64_t bytes;
+        uint64_t bytes, direct_bytes;
         const double t0 = io_now();
-        const int bad = read_layer(tr, l, rs->data, detail, sizeof detail, &bytes);
+        const int bad = read_layer(tr, l, rs->data, bounce, &refused, detail, sizeof detail, &bytes, &direct_bytes);
         const double t1 = io_now();
         if (!bad)
             bind_copy(tr, l, rs->data, rs->layer_copy);
@@ -216,6 +233,7 @@ static void *reader_main(void *arg) {
         pthread_mutex_lock(&tr->lock);
         tr->counters.layer_reads++;
         tr->counters.bytes_read += bytes;
+        tr->counters.direct_bytes += direct_bytes;
         tr->counters.read_seconds += t1 - t0;
         if (bad)
             memcpy(tr->fail_detail, detail, sizeof detail);
@@ -223,12 +241,14 @@ static void *reader_main(void *arg) {
         pthread_cond_broadcast(&tr->consumer_cv);
     }
     pthread_mutex_unlock(&tr->lock);
+    io_bounce_free(bounce);
     return NULL;
 }
 
-k3_status trunk_start(trunk *tr, const trunk_layout *layout,
+k3_status trunk_start(trunk *tr, const trunk_layout *layout, int direct,
                       int (*progress)(void *user, const char *phase, uint64_t done, uint64_t total), void *user,
                       k3_error *err) {
+    tr->direct = direct;
     tr->n_streamed = 0;
     for (int l = 0; l < tr->n_layers; l++) {
         tr->seq_index[l] = -1;
@@ -260,8 +280,10 @@ k3_status trunk_start(trunk *tr, const trunk_layout *layout,
         if (!ly->pinned_layer)
             return error_set(err, K3_ERR_OUT_OF_MEMORY, "trunk: out of memory pinning layer %d", l);
         char detail[K3_ERROR_DETAIL_MAX];
-        uint64_t bytes;
-        const int bad = read_layer(tr, l, ly->pinned, detail, sizeof detail, &bytes);
+        uint64_t bytes, direct_bytes;
+        int refused = 0;
+        /* Pinned layers are read once, through the page cache: a reopen finds them there. */
+        const int bad = read_layer(tr, l, ly->pinned, NULL, &refused, detail, sizeof detail, &bytes, &direct_bytes);
         tr->counters.pinned_bytes += bytes;
         if (bad)
             return error_set(err, K3_ERR_IO, "%s", detail);

@@ -30,6 +30,7 @@ typedef struct trunk trunk;
 typedef struct trunk_counters {
     uint64_t layer_reads;   /* streamed layers read into the ring */
     uint64_t bytes_read;    /* their bytes, plus embedding rows */
+    uint64_t direct_bytes;  /* of the layers' bytes, read around the page cache (O_DIRECT) */
     uint64_t embed_rows;    /* embedding rows read */
     double read_seconds;    /* reader thread time inside pread (and embedding rows) */
     double wait_seconds;    /* time trunk_acquire blocked */
@@ -59,10 +60,13 @@ void trunk_set_embed(trunk *tr, const st_tensor *t);
  * 64-byte aligned). Valid once every matrix is added. */
 uint64_t trunk_layer_bytes(const trunk *tr, int layer);
 
-/* Allocates the pinned layers and reads them, allocates the ring and starts the reader.
- * progress (may be NULL) is called after each pinned layer with the bytes read so far and
- * in all; a nonzero return stops with K3_ERR_CANCELLED. */
-k3_status trunk_start(trunk *tr, const trunk_layout *layout,
+/* Allocates the pinned layers and reads them (through the page cache, so a reopen finds
+ * them there), allocates the ring and starts the reader: with direct, it reads through the
+ * shards' O_DIRECT descriptors where open (an IO_BOUNCE_BYTES buffer of its own), and
+ * through the page cache from the first refusal on. progress (may be NULL) is called after
+ * each pinned layer with the bytes read so far and in all; a nonzero return stops with
+ * K3_ERR_CANCELLED. */
+k3_status trunk_start(trunk *tr, const trunk_layout *layout, int direct,
                       int (*progress)(void *user, const char *phase, uint64_t done, uint64_t total), void *user,
                       k3_error *err);
 

@@ -568,6 +568,21 @@ k3_status model_survey(const char *dir, const k3_model_params *params, model **o
     return open_tables(dir, params, 1, out, err);
 }
 
+/* Whether streamed reads go around the page cache (k3_reads in k3.h), and if so opens the
+ * shards' O_DIRECT descriptors: 0 when none opens (the file system refuses). */
+static int reads_direct(model *m, const k3_plan *plan) {
+    int direct = m->params.reads == K3_READS_DIRECT;
+    if (m->params.reads == K3_READS_AUTO) {
+        uint64_t streams = m->params.expert_cache_bytes >= 0 ? m->inputs.expert_pool_bytes : 0;
+        if (m->params.trunk_bytes >= 0)
+            streams += plan->dense_weights - plan->trunk + (uint64_t)plan->ring_slots * plan->ring_slot_bytes;
+        direct = plan->available > 0 && streams > 0 &&
+                 (plan->model_total >= plan->available || streams > plan->available - plan->model_total);
+    }
+    const int streaming = m->params.expert_cache_bytes >= 0 || m->params.trunk_bytes >= 0;
+    return direct && streaming && st_open_direct(m->tensors) > 0;
+}
+
 /* Refuses a model part that MemAvailable cannot hold, then starts (or drops) the trunk and
  * the expert cache. */
 static k3_status start_streaming(model *m, k3_error *err) {
@@ -585,6 +600,7 @@ static k3_status start_streaming(model *m, k3_error *err) {
                          (double)(plan.vectors + plan.index) / 1e6, plan_human(plan.available, have, sizeof have),
                          plan_human(plan.model_total - plan.available, gap, sizeof gap));
     }
+    const int direct = reads_direct(m, &plan);
     /* The cache first: the trunk copies the layer templates, which must name it. */
     if (m->params.expert_cache_bytes < 0 || m->inputs.experts == 0) {
         expert_cache_free(m->cache);
@@ -592,7 +608,8 @@ static k3_status start_streaming(model *m, k3_error *err) {
     } else {
         int slots;
         if ((s = plan_expert_slots(&m->inputs, (uint64_t)m->params.expert_cache_bytes, &slots, err)) != K3_OK ||
-            (s = expert_cache_start(m->cache, slots, m->params.io_threads, m->params.fault_expert_read, err)) != K3_OK)
+            (s = expert_cache_start(m->cache, slots, m->params.io_threads, direct, m->params.fault_expert_read,
+                                    err)) != K3_OK)
             return s;
         for (int i = 0; i < m->n_layers; i++)
             m->layers[i].moe.cache = m->cache;
@@ -603,7 +620,7 @@ static k3_status start_streaming(model *m, k3_error *err) {
     } else {
         trunk_layout layout;
         if ((s = plan_trunk_layout(&m->inputs, (uint64_t)m->params.trunk_bytes, &layout, err)) != K3_OK ||
-            (s = trunk_start(m->trunk, &layout, m->params.progress, m->params.progress_user, err)) != K3_OK)
+            (s = trunk_start(m->trunk, &layout, direct, m->params.progress, m->params.progress_user, err)) != K3_OK)
             return s;
     }
     return K3_OK;

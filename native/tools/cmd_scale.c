@@ -174,6 +174,12 @@ typedef struct {
     run_memory memory;
 } scale_options;
 
+/* The probes read the way the engine's reads do in this run: around the page cache under
+ * --reads direct, else through it. */
+static int probe_direct(const scale_options *o) {
+    return o->memory.reads == K3_READS_DIRECT;
+}
+
 static int parse_list(const char *s, int *out, int cap, int lo, int hi) {
     int n = 0;
     for (const char *p = s; *p;) {
@@ -290,8 +296,8 @@ static void *read_in_background(void *arg) {
     char why[512];
     for (unsigned seed = 100; !atomic_load(&b->stop); seed++) {
         diskprobe_result r;
-        if (diskprobe_random(b->o->dir, b->o->disk_extents, b->block, b->o->disk_random, b->o->memory.io_threads, seed,
-                             &r, why, sizeof why)) {
+        if (diskprobe_random(b->o->dir, b->o->disk_extents, probe_direct(b->o), b->block, b->o->disk_random,
+                             b->o->memory.io_threads, seed, &r, why, sizeof why)) {
             b->failed = 1;
             break;
         }
@@ -383,8 +389,8 @@ static int disk_probes(const scale_options *o, const k3_plan *plan, const char *
          * back faster from the host's cache. */
         const uint64_t bytes = (uint64_t)(o->disk_gb * 1e9);
         for (int pass = 0; pass <= o->disk_twice; pass++)
-            if (diskprobe_sequential(o->dir, o->disk_extents, block, (uint64_t)k * bytes, bytes, &seq[k], detail,
-                                     sizeof detail)) {
+            if (diskprobe_sequential(o->dir, o->disk_extents, probe_direct(o), block, (uint64_t)k * bytes, bytes,
+                                     &seq[k], detail, sizeof detail)) {
                 fprintf(stderr, "k3 bench-scale: disk probe failed: %s\n", detail);
                 return -1;
             }
@@ -392,8 +398,8 @@ static int disk_probes(const scale_options *o, const k3_plan *plan, const char *
                 (double)block / 1e6, (double)seq[k].bytes / seq[k].seconds / 1e6);
     }
     for (int pass = 0; o->disk_random && pass <= o->disk_twice; pass++) {
-        if (diskprobe_random(o->dir, o->disk_extents, plan->expert_slot_bytes, o->disk_random, o->memory.io_threads, 7,
-                             rnd, detail, sizeof detail)) {
+        if (diskprobe_random(o->dir, o->disk_extents, probe_direct(o), plan->expert_slot_bytes, o->disk_random,
+                             o->memory.io_threads, 7, rnd, detail, sizeof detail)) {
             fprintf(stderr, "k3 bench-scale: disk probe failed: %s\n", detail);
             return -1;
         }
@@ -471,7 +477,7 @@ int scale_main(int argc, char **argv) {
         uint64_t block = 0;
         for (int k = 0; k < o.n_disk; k++)
             block = o.disk_blocks[k] > block ? o.disk_blocks[k] : block;
-        if (diskprobe_mixed(o.dir, o.disk_extents, block ? block : probe_plan.expert_slot_bytes, 0,
+        if (diskprobe_mixed(o.dir, o.disk_extents, probe_direct(&o), block ? block : probe_plan.expert_slot_bytes, 0,
                             (uint64_t)(o.disk_mixed_gb * 1e9), probe_plan.expert_slot_bytes, o.disk_random,
                             o.memory.io_threads, 7, &mixed, detail, sizeof detail)) {
             fprintf(stderr, "k3 bench-scale: disk probe failed: %s\n", detail);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "io.h"
 
 #define PROBE_MAX_SHARDS 4096
 #define PROBE_MAX_READERS 16
@@ -29,6 +30,8 @@ typedef struct {
  * offsets of the shards). */
 typedef struct {
     int fd[PROBE_MAX_SHARDS];
+    int dfd[PROBE_MAX_SHARDS]; /* O_DIRECT descriptors when the probe reads as the engine's
+                                  --reads direct does, else -1 */
     uint64_t size[PROBE_MAX_SHARDS];
     char *name[PROBE_MAX_SHARDS];
     int n;
@@ -45,6 +48,8 @@ static int by_name(const void *a, const void *b) {
 static void shards_close(shard_set *s) {
     for (int i = 0; i < s->n; i++) {
         close(s->fd[i]);
+        if (s->dfd[i] >= 0)
+            close(s->dfd[i]);
         free(s->name[i]);
     }
     free(s->seq);
@@ -103,9 +108,10 @@ static int read_extents(const char *path, shard_set *s, char *why, int why_size)
     return rc;
 }
 
-/* Opens dir's *.safetensors in name order, drops them from the page cache and sets what
- * the probes read (extents NULL: every shard in order, random offsets). */
-static int shards_open(const char *dir, const char *extents, shard_set *s, char *why, int why_size) {
+/* Opens dir's *.safetensors in name order (a second time with O_DIRECT when direct and the
+ * file system allows), drops them from the page cache and sets what the probes read
+ * (extents NULL: every shard in order, random offsets). */
+static int shards_open(const char *dir, const char *extents, int direct, shard_set *s, char *why, int why_size) {
     memset(s, 0, sizeof *s);
     DIR *d = opendir(dir);
     if (!d) {
@@ -125,7 +131,7 @@ static int shards_open(const char *dir, const char *extents, shard_set *s, char 
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, s->name[i]);
         struct stat st;
-        s->fd[i] = -1;
+        s->fd[i] = s->dfd[i] = -1;
         if (rc)
             continue;
         const int fd = open(path, O_RDONLY);
@@ -138,6 +144,7 @@ static int shards_open(const char *dir, const char *extents, shard_set *s, char 
         }
         posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
         s->fd[i] = fd;
+        s->dfd[i] = direct ? io_open_direct(path) : -1;
         s->size[i] = (uint64_t)st.st_size;
         s->total += (uint64_t)st.st_size;
     }
@@ -166,8 +173,15 @@ static double cpu_now(void) {
            ru.ru_stime.tv_usec * 1e-6;
 }
 
-/* Reads len bytes at off of fd fully; 0, or -1 on a short read or error. */
-static int read_fully(int fd, uint8_t *buf, uint64_t len, uint64_t off) {
+/* Reads len bytes at off of shard i fully, as the engine would: around the page cache
+ * through bounce when the shard has a direct descriptor, else with pread. 0, or -1 on a
+ * short read or an error. */
+static int read_fully(const shard_set *s, int i, void *bounce, uint8_t *buf, uint64_t len, uint64_t off) {
+    if (s->dfd[i] >= 0 && bounce) {
+        int error;
+        return io_read_direct(s->dfd[i], buf, (size_t)len, off, bounce, &error) == len ? 0 : -1;
+    }
+    const int fd = s->fd[i];
     while (len > 0) {
         const ssize_t r = pread(fd, buf, (size_t)len, (off_t)off);
         if (r <= 0)
@@ -179,12 +193,13 @@ static int read_fully(int fd, uint8_t *buf, uint64_t len, uint64_t off) {
     return 0;
 }
 
-int diskprobe_sequential(const char *dir, const char *extents, uint64_t block, uint64_t skip, uint64_t bytes,
-                         diskprobe_result *out, char *why, int why_size) {
+int diskprobe_sequential(const char *dir, const char *extents, int direct, uint64_t block, uint64_t skip,
+                         uint64_t bytes, diskprobe_result *out, char *why, int why_size) {
     shard_set s;
-    if (shards_open(dir, extents, &s, why, why_size))
+    if (shards_open(dir, extents, direct, &s, why, why_size))
         return -1;
     uint8_t *buf = malloc(block);
+    void *bounce = direct ? io_bounce_alloc() : NULL;
     memset(out, 0, sizeof *out);
     out->block = block;
     out->readers = 1;
@@ -207,7 +222,7 @@ int diskprobe_sequential(const char *dir, const char *extents, uint64_t block, u
         if (len > bytes - out->bytes)
             len = bytes - out->bytes;
         const double r0 = clock_now_s();
-        if (read_fully(s.fd[x->shard], buf, len, x->offset + off)) {
+        if (read_fully(&s, x->shard, bounce, buf, len, x->offset + off)) {
             snprintf(why, (size_t)why_size, "reading %s at %llu failed", s.name[x->shard],
                      (unsigned long long)(x->offset + off));
             rc = -1;
@@ -220,6 +235,7 @@ int diskprobe_sequential(const char *dir, const char *extents, uint64_t block, u
     out->seconds = clock_now_s() - t0;
     out->cpu_seconds = cpu_now() - c0;
     free(buf);
+    io_bounce_free(bounce);
     shards_close(&s);
     return rc;
 }
@@ -290,6 +306,7 @@ static void *random_reader(void *arg) {
     for (int i = 0; i < j->s->n_rnd; i++)
         biggest = j->s->rnd[i].len > biggest ? j->s->rnd[i].len : biggest;
     uint8_t *buf = malloc(biggest);
+    void *bounce = io_bounce_alloc(); /* used only where the shards have direct descriptors */
     double busy = 0.0;
     uint64_t got = 0;
     for (;;) {
@@ -304,7 +321,7 @@ static void *random_reader(void *arg) {
         uint64_t off, len;
         pick(j, i, &shard, &off, &len);
         const double r0 = clock_now_s();
-        const int bad = read_fully(j->s->fd[shard], buf, len, off);
+        const int bad = read_fully(j->s, shard, bounce, buf, len, off);
         busy += clock_now_s() - r0;
         got += len;
         if (bad) {
@@ -318,6 +335,7 @@ static void *random_reader(void *arg) {
     j->read_seconds += busy;
     pthread_mutex_unlock(&j->lock);
     free(buf);
+    io_bounce_free(bounce);
     return NULL;
 }
 
@@ -363,10 +381,10 @@ static int random_reads(const shard_set *s, uint64_t block, int count, int reade
     return 0;
 }
 
-int diskprobe_random(const char *dir, const char *extents, uint64_t block, int count, int readers, unsigned seed,
-                     diskprobe_result *out, char *why, int why_size) {
+int diskprobe_random(const char *dir, const char *extents, int direct, uint64_t block, int count, int readers,
+                     unsigned seed, diskprobe_result *out, char *why, int why_size) {
     shard_set s;
-    if (shards_open(dir, extents, &s, why, why_size))
+    if (shards_open(dir, extents, direct, &s, why, why_size))
         return -1;
     const int rc = random_reads(&s, block, count, readers, seed, out, why, why_size);
     shards_close(&s);
@@ -375,6 +393,7 @@ int diskprobe_random(const char *dir, const char *extents, uint64_t block, int c
 
 typedef struct {
     const char *dir, *extents;
+    int direct;
     uint64_t block, skip, bytes;
     diskprobe_result result;
     int rc;
@@ -383,15 +402,15 @@ typedef struct {
 
 static void *sequential_thread(void *arg) {
     sequential_job *j = arg;
-    j->rc = diskprobe_sequential(j->dir, j->extents, j->block, j->skip, j->bytes, &j->result, j->why,
+    j->rc = diskprobe_sequential(j->dir, j->extents, j->direct, j->block, j->skip, j->bytes, &j->result, j->why,
                                  (int)sizeof j->why);
     return NULL;
 }
 
-int diskprobe_mixed(const char *dir, const char *extents, uint64_t seq_block, uint64_t skip, uint64_t seq_bytes,
-                    uint64_t block, int count, int readers, unsigned seed, diskprobe_result *out, char *why,
-                    int why_size) {
-    sequential_job job = {dir, extents, seq_block, skip, seq_bytes, {0}, 0, ""};
+int diskprobe_mixed(const char *dir, const char *extents, int direct, uint64_t seq_block, uint64_t skip,
+                    uint64_t seq_bytes, uint64_t block, int count, int readers, unsigned seed, diskprobe_result *out,
+                    char *why, int why_size) {
+    sequential_job job = {dir, extents, direct, seq_block, skip, seq_bytes, {0}, 0, ""};
     pthread_t seq;
     const double t0 = clock_now_s(), c0 = cpu_now();
     if (pthread_create(&seq, NULL, sequential_thread, &job)) {
@@ -399,7 +418,7 @@ int diskprobe_mixed(const char *dir, const char *extents, uint64_t seq_block, ui
         return -1;
     }
     diskprobe_result rnd;
-    const int rc = diskprobe_random(dir, extents, block, count, readers, seed, &rnd, why, why_size);
+    const int rc = diskprobe_random(dir, extents, direct, block, count, readers, seed, &rnd, why, why_size);
     pthread_join(seq, NULL);
     memset(out, 0, sizeof *out);
     out->block = block;

@@ -1,6 +1,8 @@
 /* diskprobe.h - the disk's own read speed, measured on a checkpoint's shards the way the
- * engine reads them: with pread into memory the process owns, cold (the shards dropped from
- * the page cache with posix_fadvise DONTNEED first), either one reader going through the
+ * engine reads them: into memory the process owns, with pread through the page cache or,
+ * with direct (the engine's --reads direct), around it through a bounce buffer as
+ * io_read_direct does; cold (the shards dropped from the page cache with posix_fadvise
+ * DONTNEED first), either one reader going through the
  * shards in order at a given block size (as the trunk's ring reader does) or several
  * readers taking block-sized reads at random offsets (as expert misses are). It is the
  * physical limit `k3 bench-scale` sets the engine's own reads against.
@@ -31,23 +33,23 @@ typedef struct diskprobe_result {
  * order from byte `skip` on, wrapping to the start, at most the whole stream once, `block`
  * bytes per pread (never across an extent's end).
  * Returns 0, or -1 after writing why into why. */
-int diskprobe_sequential(const char *dir, const char *extents, uint64_t block, uint64_t skip, uint64_t bytes,
-                         diskprobe_result *out, char *why, int why_size);
+int diskprobe_sequential(const char *dir, const char *extents, int direct, uint64_t block, uint64_t skip,
+                         uint64_t bytes, diskprobe_result *out, char *why, int why_size);
 
 /* Drops dir's shards from the page cache, then `readers` threads make `count` random
  * reads (seeded): whole extents of the random pool, or blocks of `block` bytes at random
  * 4 KiB-aligned offsets (inside one shard each). No extent or block is read twice (the
  * second read would come from the page cache), so count is at most the pool's size; out
  * says how many bytes were read. */
-int diskprobe_random(const char *dir, const char *extents, uint64_t block, int count, int readers, unsigned seed,
-                     diskprobe_result *out, char *why, int why_size);
+int diskprobe_random(const char *dir, const char *extents, int direct, uint64_t block, int count, int readers,
+                     unsigned seed, diskprobe_result *out, char *why, int why_size);
 
 /* Both at once, as a pass that streams its trunk while its experts are read: one reader
  * going through `seq_bytes` of the shards in order from `skip` at `seq_block` bytes per
  * read, and `readers` threads taking `count` random blocks of `block` bytes. out gets the
  * bytes of both and the wall-clock time until the last finished. */
-int diskprobe_mixed(const char *dir, const char *extents, uint64_t seq_block, uint64_t skip, uint64_t seq_bytes,
-                    uint64_t block, int count, int readers, unsigned seed, diskprobe_result *out, char *why,
-                    int why_size);
+int diskprobe_mixed(const char *dir, const char *extents, int direct, uint64_t seq_block, uint64_t skip,
+                    uint64_t seq_bytes, uint64_t block, int count, int readers, unsigned seed, diskprobe_result *out,
+                    char *why, int why_size);
 
 #endif

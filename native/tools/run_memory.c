@@ -108,6 +108,17 @@ int run_memory_option(run_memory *rm, int argc, char **argv, int *i, const char 
         rm->cold = 1;
         return 1;
     }
+    if (!strcmp(a, "--reads")) {
+        static const char *const modes[] = {"auto", "direct", "buffered"}; /* k3_reads order */
+        for (int m = 0; v && m < 3; m++)
+            if (!strcmp(v, modes[m])) {
+                rm->reads = m;
+                (*i)++;
+                return 1;
+            }
+        fprintf(stderr, "k3: --reads '%s': give auto, direct or buffered\n", v ? v : "");
+        return -1;
+    }
     const int budget = !strcmp(a, "--trunk-gb") || !strcmp(a, "--cache-gb");
     if (!budget && strcmp(a, "--preset") && strcmp(a, "--io-threads") && strcmp(a, "--fault-expert-read"))
         return 0;
@@ -241,6 +252,7 @@ int run_memory_resolve(run_memory *rm, const char *model_dir, const k3_context_p
         }
     }
     rm->params.io_threads = rm->io_threads;
+    rm->params.reads = rm->reads;
     rm->params.fault_expert_read = rm->fault_expert_read;
     return 0;
 }
@@ -305,6 +317,14 @@ void run_memory_stop(run_memory *rm, const k3_model *model, double wall_seconds,
                 (unsigned long long)(b->trunk_layer_reads - a->trunk_layer_reads),
                 human((double)(b->trunk_bytes_read - a->trunk_bytes_read), x, sizeof x),
                 human((double)b->trunk_pinned_bytes, y, sizeof y), b->trunk_pinned_seconds);
+    if (!rm->plan.trunk_mapped || !rm->plan.experts_mapped) {
+        const uint64_t streamed =
+            (b->expert_bytes_read - a->expert_bytes_read) + (b->trunk_bytes_read - a->trunk_bytes_read);
+        fprintf(stderr, "memory: %s of %s read went around the page cache (--reads %s)\n",
+                human((double)(b->direct_bytes_read - a->direct_bytes_read), x, sizeof x),
+                human((double)streamed, y, sizeof y),
+                rm->reads == K3_READS_DIRECT ? "direct" : rm->reads == K3_READS_BUFFERED ? "buffered" : "auto");
+    }
 }
 
 void run_memory_json(const run_memory *rm, FILE *f) {
@@ -337,7 +357,7 @@ void run_memory_json(const run_memory *rm, FILE *f) {
             "    \"expert_bytes_read\": %llu,\n    \"expert_read_seconds\": %.6f,\n    \"expert_wait_seconds\": %.6f,\n"
             "    \"trunk_layer_reads\": %llu,\n    \"trunk_bytes_read\": %llu,\n    \"trunk_read_seconds\": %.6f,\n"
             "    \"trunk_wait_seconds\": %.6f,\n    \"trunk_pinned_bytes\": %llu,\n    \"trunk_pinned_seconds\": %.6f,\n"
-            "    \"forward_passes\": %llu,\n    \"forward_seconds\": %.6f\n  }",
+            "    \"direct_bytes_read\": %llu,\n    \"forward_passes\": %llu,\n    \"forward_seconds\": %.6f\n  }",
             rm->wall_seconds, rm->peak_rss, (unsigned long long)(b->expert_requests - a->expert_requests),
             (unsigned long long)(b->expert_retained - a->expert_retained),
             (unsigned long long)(b->expert_evictions - a->expert_evictions),
@@ -348,5 +368,6 @@ void run_memory_json(const run_memory *rm, FILE *f) {
             (unsigned long long)(b->trunk_bytes_read - a->trunk_bytes_read),
             b->trunk_read_seconds - a->trunk_read_seconds, b->trunk_wait_seconds - a->trunk_wait_seconds,
             (unsigned long long)b->trunk_pinned_bytes, b->trunk_pinned_seconds,
+            (unsigned long long)(b->direct_bytes_read - a->direct_bytes_read),
             (unsigned long long)(b->forward_passes - a->forward_passes), b->forward_seconds - a->forward_seconds);
 }

@@ -21,6 +21,7 @@ typedef struct run_memory {
     } steps[RUN_MEMORY_MAX_STEPS];
     int n_steps;
     int io_threads;
+    int reads;        /* k3_reads */
     long fault_expert_read;
     int cold;         /* drop the shards from the page cache first */
     k3_model_params params; /* resolved by run_memory_prepare */

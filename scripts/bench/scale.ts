@@ -46,6 +46,13 @@ import {
 
 const THREADS = Number(process.env.K3_SCALE_THREADS ?? 2);
 const IO_THREADS = 2;
+/** How streamed bytes are read (k3 --reads). The release streams far more than any page
+ * cache holds, so the engine's default (auto) reads it around the page cache; the slice
+ * would fit in this machine's page cache, where auto would not, so the bench says direct
+ * to read the slice as the release would be read. K3_SCALE_READS=buffered measures the
+ * page cache's path instead (docs/SCALE.md compares the two). */
+const READS = process.env.K3_SCALE_READS ?? 'direct';
+if (!['direct', 'buffered'].includes(READS)) throw new Error(`K3_SCALE_READS=${READS}: give direct or buffered`);
 const SPEC = 8;
 const model = process.env.K3_SCALE_MODEL ?? ensureFixture({ size: 'wide', router: 'balanced' });
 const work = path.join(repoRoot, 'out/bench/scale');
@@ -167,14 +174,14 @@ const expertBytes = [...expectedTensors(config).entries()]
   .reduce((s, [, t]) => s + tensorBytes(t), 0);
 const slotBytes = Math.ceil(expertBytes / 64) * 64;
 
-console.log(`scale bench on ${model}: ${config.numLayers} layers, hidden ${config.hiddenSize}, ${config.numExperts} experts (top-${config.topK}) of ${(expertBytes / 1e6).toFixed(2)} MB, trunk ${GB(trunkBytes)} GB; ${THREADS} threads, ${IO_THREADS} expert readers; ${os.cpus().length} CPUs, load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+console.log(`scale bench on ${model}: ${config.numLayers} layers, hidden ${config.hiddenSize}, ${config.numExperts} experts (top-${config.topK}) of ${(expertBytes / 1e6).toFixed(2)} MB, trunk ${GB(trunkBytes)} GB; ${THREADS} threads, ${IO_THREADS} expert readers, reads ${READS}; ${os.cpus().length} CPUs, load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 const runs = new Map<string, ScaleRun>();
 /** The resident run just before each checked run, by the checked run's name. */
 const paired = new Map<string, ScaleRun>();
 function benchScale(name: string, args: string[], threads = THREADS): ScaleRun {
   const out = path.join(work, `${name.replace(/[^a-z0-9]+/g, '-')}.json`);
   const t0 = Date.now();
-  k3(['bench-scale', model, ...args, '--threads', String(threads), '--io-threads', String(IO_THREADS), '--out', out]);
+  k3(['bench-scale', model, ...args, '--threads', String(threads), '--io-threads', String(IO_THREADS), '--reads', READS, '--out', out]);
   const run = JSON.parse(fs.readFileSync(out, 'utf8')) as ScaleRun;
   console.log(`  ${name}: ${((Date.now() - t0) / 1000).toFixed(0)} s, peak RSS ${(run.peak_rss_bytes / 1e9).toFixed(2)} GB, load ${run.load_average.slice(0, 3).join(' ')} -> ${run.load_average.slice(3).join(' ')}`);
   return run;
@@ -261,7 +268,7 @@ const ioRows = configs.filter((c) => c.name !== 'resident').map((c) => ioRow(c.n
 // ---- the machine profile ---------------------------------------------------------------------
 const seqProbe = res.disk_sequential.reduce((a, b) => (b.bytes > a.bytes ? b : a));
 const profile: MachineProfile = makeProfile(res, { sequential: seqProbe, expert: res.disk_random[0] }, expertBytes,
-  `npm run bench -- scale on ${path.basename(model)}, ${new Date().toISOString()}, load ${res.load_average.slice(0, 3).join(' ')}`);
+  `npm run bench -- scale on ${path.basename(model)}, reads ${READS}, ${new Date().toISOString()}, load ${res.load_average.slice(0, 3).join(' ')}`);
 const profileFile = path.join(repoRoot, 'out/bench/machine-profile.json');
 fs.writeFileSync(profileFile, JSON.stringify(profile, null, 2) + '\n');
 const defaultProfile = process.env.K3_MACHINE_PROFILE ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'k3/machine-profile.json');
@@ -471,5 +478,5 @@ console.log(`machine profile: ${profileFile}${process.env.K3_SCALE_SAVE_PROFILE 
 
 fs.writeFileSync(
   path.join(repoRoot, 'out/bench/scale.json'),
-  JSON.stringify({ model, threads: THREADS, io_threads: IO_THREADS, configs, kinds: kindRows, bandwidth, cpu_share: cpuShare, cpu: cpuRows, step_seconds: stepSeconds, prefill: res.prefill ? { tokens: res.prefill.tokens, seconds: res.prefill.pass.seconds, waits: passWaits(res.prefill.pass), experts: passExperts(res.prefill.pass) } : null, verify: verifyRows, io: ioRows, validation, profile, full: Object.fromEntries(full), replays, acceptance, spec: specRows, pacing: { serial: serialRun.seconds_per_token, spec: specRun.seconds_per_token, line: specLine } }, null, 2) + '\n',
+  JSON.stringify({ model, threads: THREADS, io_threads: IO_THREADS, reads: READS, configs, kinds: kindRows, bandwidth, cpu_share: cpuShare, cpu: cpuRows, step_seconds: stepSeconds, prefill: res.prefill ? { tokens: res.prefill.tokens, seconds: res.prefill.pass.seconds, waits: passWaits(res.prefill.pass), experts: passExperts(res.prefill.pass) } : null, verify: verifyRows, io: ioRows, validation, profile, full: Object.fromEntries(full), replays, acceptance, spec: specRows, pacing: { serial: serialRun.seconds_per_token, spec: specRun.seconds_per_token, line: specLine } }, null, 2) + '\n',
 );

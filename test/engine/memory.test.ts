@@ -45,7 +45,10 @@ interface MemoryJson {
   expert_retained: number;
   expert_evictions: number;
   expert_reads: number;
+  expert_bytes_read: number;
   trunk_layer_reads: number;
+  trunk_bytes_read: number;
+  direct_bytes_read: number;
 }
 
 interface Run {
@@ -119,6 +122,48 @@ test('medium: a cache under 10% of the pool and a trunk below the dense weights 
   assert.match(r.stderr, /memory plan \(a forecast/);
   assert.match(r.stderr, /memory: peak RSS [\d.]+ MB measured, plan [\d.]+ MB/);
   assert.match(r.stderr, /memory: I\/O share [\d.]+% of [\d.]+ s wall-clock/);
+});
+
+/** Whether this file system opens a shard with O_DIRECT (tmpfs does not). */
+function directReadsAllowed(dir: string): boolean {
+  const shard = fs.readdirSync(dir).find((f) => f.endsWith('.safetensors')) as string;
+  try {
+    fs.closeSync(fs.openSync(path.join(dir, shard), fs.constants.O_RDONLY | fs.constants.O_DIRECT));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+test('medium: --reads direct (around the page cache) and buffered give the same bits, and say which way they read', () => {
+  const ref = mappedRun();
+  const dir = ensureFixture({ size: 'medium' });
+  const plan = ref.json!.memory.plan;
+  const budgets = ['--trunk-gb', gb(0.4 * plan.dense_weights), '--cache-gb', gb(0.08 * plan.expert_pool)];
+  const direct = runK3(dir, [...budgets, '--reads', 'direct']);
+  const buffered = runK3(dir, [...budgets, '--reads', 'buffered']);
+  for (const r of [direct, buffered]) {
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(r.json!.generated_ids, ref.json!.generated_ids);
+    assert.ok(r.logits && ref.logits && r.logits.equals(ref.logits), 'first-step logits differ from the mapped run');
+    const m = r.json!.memory;
+    assert.ok(m.peak_rss_bytes <= m.plan.total + RSS_SLACK_BYTES, `peak RSS ${m.peak_rss_bytes} > plan ${m.plan.total}`);
+  }
+  const d = direct.json!.memory;
+  assert.equal(buffered.json!.memory.direct_bytes_read, 0);
+  assert.match(buffered.stderr, /memory: 0\.0 MB of [\d.]+ [MG]B read went around the page cache \(--reads buffered\)/);
+  if (directReadsAllowed(dir)) {
+    // Every expert byte and every streamed layer byte; only embedding rows go through the page cache.
+    assert.ok(d.direct_bytes_read >= d.expert_bytes_read && d.direct_bytes_read < d.expert_bytes_read + d.trunk_bytes_read + 1,
+      `direct ${d.direct_bytes_read} of experts ${d.expert_bytes_read} + trunk ${d.trunk_bytes_read}`);
+    assert.ok(d.direct_bytes_read > d.expert_bytes_read, 'the ring read nothing around the page cache');
+  } else {
+    assert.equal(d.direct_bytes_read, 0, 'a refused O_DIRECT must fall back to the page cache');
+  }
+  assert.match(direct.stderr, /went around the page cache \(--reads direct\)/);
+  const bad = runK3(dir, ['--reads', 'sideways']);
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /--reads 'sideways': give auto, direct or buffered/);
 });
 
 test('medium: --preset auto sizes from MemAvailable, trunk first, and decodes the same tokens', () => {

@@ -72,7 +72,7 @@ test('k3 bench-kernels times both weight sets with every implementation, each ro
   assert.match(r.stdout, /of the triad/);
 });
 
-test('k3 bench-scale probes the disk without reading any bytes twice (the second read would come from the page cache)', () => {
+test('k3 bench-scale probes the disk without reading any bytes twice (the second read would come from the page cache), through the page cache or around it', () => {
   const model = ensureFixture();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-bench-scale-'));
   const shard = fs.readdirSync(model).filter((f) => f.endsWith('.safetensors')).sort()[0];
@@ -86,6 +86,11 @@ test('k3 bench-scale probes the disk without reading any bytes twice (the second
     return JSON.parse(fs.readFileSync(out, 'utf8')).disk_random[0] as { bytes: number; block: number };
   };
   assert.equal(probe(1000, ['--disk-extents', extents]).bytes, 16384);
+  // Under --reads direct the probe reads around the page cache as the engine would: units
+  // at any offset and length come back whole (a short or failed read fails the probe).
+  const odd = path.join(dir, 'odd.txt');
+  fs.writeFileSync(odd, `${shard} 4097 8000 t\n${shard} 16385 4000 e\n${shard} 32771 4093 e\n${shard} 65535 8193 e\n`);
+  assert.equal(probe(1000, ['--disk-extents', odd, '--reads', 'direct']).bytes, 4000 + 4093 + 8193);
   // Without extents: expert-sized blocks at random places, none twice, so at most the shards.
   const shards = fs.readdirSync(model).filter((f) => f.endsWith('.safetensors')).reduce((a, f) => a + fs.statSync(path.join(model, f)).size, 0);
   const blocks = probe(65536, []);

@@ -74,7 +74,13 @@ async function selectPreset(ctx: Ctx): Promise<void> {
   const facts = new Map<string, PresetFacts>();
   for (const p of presets as Partial<PresetInfo>[]) {
     if (p.id && p.trunkBytes !== undefined && p.expertCacheBytes !== undefined && p.peakBytes !== undefined) {
-      facts.set(p.id, { trunkBytes: p.trunkBytes, expertCacheBytes: p.expertCacheBytes, peakBytes: p.peakBytes, secondsPerToken: p.secondsPerToken });
+      facts.set(p.id, {
+        trunkBytes: p.trunkBytes,
+        expertCacheBytes: p.expertCacheBytes,
+        peakBytes: p.peakBytes,
+        secondsPerToken: p.secondsPerToken,
+        forecastCheck: p.forecastCheck,
+      });
     }
   }
   const model = ctx.settings.backend === 'local' ? ctx.model : undefined;

@@ -2,8 +2,9 @@
 // against the loaded model's size (how much of it each holds, and whether that fits the
 // memory this machine has available now; a model that fits whole in every preset is said
 // to once, in the picker's placeholder), the recommended one marked, and the engine's
-// forecast of seconds per token for the full K3 when this machine has been measured.
-// Without a model, the full K3's peak is shown. Pure except availableMemoryBytes(), which
+// forecast of seconds per token for the full K3 when this machine has been measured, with
+// how far it missed where it was checked (the worst miss beside it, the whole check in the
+// detail). Without a model, the full K3's peak is shown. Pure except availableMemoryBytes(), which
 // reads the OS.
 // Budgets and peak memory come from the engine's preset table through k3/presets/list; a
 // preset the server says nothing about (an older server, or none running) is listed as
@@ -23,6 +24,9 @@ export interface PresetFacts {
   /** The engine's forecast of seconds per token at full scale on this machine (measured
    * memory bandwidth and disk speed); undefined until the machine has been measured. */
   secondsPerToken?: number;
+  /** How the forecast did where this machine was measured: `within` of `configurations`
+   * configurations of a K3-width slice within 15 %, the largest miss `worst` (a fraction). */
+  forecastCheck?: { configurations: number; within: number; worst: number };
 }
 
 /** The loaded model, as k3/status describes it. */
@@ -96,7 +100,12 @@ export function presetItems(
     const label = `${preset === current ? '$(check) ' : ''}${preset}`;
     let detail: string;
     let description = marks.join(', ');
-    const forecast = f?.secondsPerToken !== undefined ? `~${formatSeconds(f.secondsPerToken)}/token here` : '';
+    const check = f?.secondsPerToken !== undefined ? f.forecastCheck : undefined;
+    const forecast =
+      f?.secondsPerToken !== undefined ? `~${formatSeconds(f.secondsPerToken)}/token here${check ? ` (±${Math.round(100 * check.worst)} %)` : ''}` : '';
+    const checked = check
+      ? `; forecast checked on this machine: ${check.within} of ${check.configurations} slice configurations within 15 %, the worst off by ${Math.round(100 * check.worst)} %`
+      : '';
     if (f && model) {
       const budget = f.trunkBytes + f.expertCacheBytes;
       const budgets = `trunk ${formatBytes(f.trunkBytes)} + expert cache ${formatBytes(f.expertCacheBytes)}`;
@@ -126,6 +135,7 @@ export function presetItems(
     } else {
       detail = 'budgets and peak memory: not reported by the server';
     }
+    detail += checked;
     if (serverText) detail = `${serverText.replace(/\.$/, '')}. ${detail[0].toUpperCase()}${detail.slice(1)}`;
     return { preset, label, description, detail };
   });

@@ -9,7 +9,7 @@ import { ChatService } from './chat/service';
 import { CompletionService } from './completion/service';
 import { ContextRing } from './completion/context';
 import { Documents } from './documents';
-import { enginePresetForecasts, enginePresets } from './engine/engine';
+import { engineForecastCheck, enginePresetForecasts, enginePresets } from './engine/engine';
 import { EngineHost } from './engine/host';
 import { invalidRequest } from './errors';
 import {
@@ -117,6 +117,7 @@ export class ServerCtx {
 
   presets(): PresetInfo[] {
     const forecasts = enginePresetForecasts();
+    const check = Object.keys(forecasts).length > 0 ? engineForecastCheck() : null;
     return [
       { id: 'auto', label: 'Auto', description: 'Budgets sized from the memory this machine has free.' },
       ...enginePresets().map((p) => ({
@@ -126,7 +127,7 @@ export class ServerCtx {
         trunkBytes: p.trunkBytes,
         expertCacheBytes: p.expertCacheBytes,
         peakBytes: p.fullScalePeakRss,
-        ...(forecasts[p.name] !== undefined ? { secondsPerToken: forecasts[p.name] } : {}),
+        ...(forecasts[p.name] !== undefined ? { secondsPerToken: forecasts[p.name], ...(check ? { forecastCheck: check } : {}) } : {}),
       })),
       { id: 'mapped', label: 'Mapped', description: 'Every weight mapped from the shards; the operating system decides what stays in memory.' },
     ];

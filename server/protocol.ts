@@ -354,6 +354,10 @@ export interface PresetInfo {
    * machine (its measured memory bandwidth and disk speed); absent until the machine has
    * been measured (`npm run bench -- scale`). */
   secondsPerToken?: number;
+  /** How the forecast did where this machine was measured: forecast against measured on
+   * `configurations` configurations of a K3-width slice, `within` of them within 15 %, the
+   * largest miss `worst` (a fraction). Absent with the forecast, or when none was recorded. */
+  forecastCheck?: { configurations: number; within: number; worst: number };
 }
 
 export interface PresetsListResult {

@@ -265,6 +265,31 @@ Napi::Value PresetForecasts(const Napi::CallbackInfo &info) {
     return out;
 }
 
+// forecastCheck() -> { configurations, within, worst } | null: how the forecast did where the
+// default profile was measured (k3_forecast's check_*): forecast against measured on that
+// many configurations of the slice, how many within 15 %, the largest miss as a fraction;
+// null without a profile or when it records no check.
+Napi::Value ForecastCheck(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    for (int i = 0; i < k3_preset_count(); i++) {
+        k3_model_params mp;
+        k3_model_params_default(&mp);
+        k3_preset_apply(k3_preset_at(i), &mp);
+        k3_forecast fc;
+        char detail[512];
+        if (k3_forecast_make(nullptr, nullptr, &mp, 1, &fc, detail, sizeof detail) != K3_OK)
+            continue;
+        if (fc.check_configurations <= 0)
+            break;
+        Napi::Object o = Napi::Object::New(env);
+        o.Set("configurations", fc.check_configurations);
+        o.Set("within", fc.check_within);
+        o.Set("worst", fc.check_worst);
+        return o;
+    }
+    return env.Null();
+}
+
 // ---- Session ------------------------------------------------------------------------------
 
 class Session;
@@ -807,6 +832,7 @@ void RegisterSession(Napi::Env env, Napi::Object exports) {
     exports.Set("openModel", Napi::Function::New(env, OpenModel, "openModel"));
     exports.Set("presets", Napi::Function::New(env, Presets, "presets"));
     exports.Set("presetForecasts", Napi::Function::New(env, PresetForecasts, "presetForecasts"));
+    exports.Set("forecastCheck", Napi::Function::New(env, ForecastCheck, "forecastCheck"));
     exports.Set("modelPlan", Napi::Function::New(env, ModelPlan, "modelPlan"));
     Session::Register(env, exports);
 }

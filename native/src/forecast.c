@@ -98,6 +98,20 @@ k3_status forecast_profile_load(const char *path, forecast_profile *out, k3_erro
         out->verify_factor[i] = g;
     }
     out->n_verify = (int)nv;
+    const json_value *check = json_get(r, "check");
+    int64_t configurations = 0, within = 0;
+    double worst = 0.0;
+    if (s == K3_OK && check &&
+        (json_type(check) != JSON_OBJECT || !json_int(json_get(check, "configurations"), 1, 64, &configurations) ||
+         !json_int(json_get(check, "within"), 0, configurations, &within) ||
+         !json_number(json_get(check, "worst"), &worst) || !(worst >= 0.0 && worst < 1e3)))
+        s = error_set(err, K3_ERR_FORMAT,
+                      "%s: check must be {configurations: 1..64, within: 0..configurations, worst: a number from 0 "
+                      "to 1000}",
+                      path);
+    out->check_configurations = (int)configurations;
+    out->check_within = (int)within;
+    out->check_worst = worst;
     json_free(doc);
     return s;
 }
@@ -199,6 +213,9 @@ k3_status forecast_make(const forecast_profile *p, const model *m, const k3_mode
     out->exposed_expert_seconds = exposed;
     out->trunk_read_bytes = streamed;
     out->expert_hit_rate = hit;
+    out->check_configurations = p->check_configurations;
+    out->check_within = p->check_within;
+    out->check_worst = p->check_worst;
     if (tl.ring_slots == 1) {
         out->seconds = compute + trunk_read + exposed;
         out->bound = trunk_read + exposed > compute;

@@ -16,10 +16,12 @@ static void print_json(FILE *f, const char *name, const k3_model_params *mp, con
     fprintf(f,
             "%s\n  {\"preset\": \"%s\", \"trunk_bytes\": %lld, \"expert_cache_bytes\": %lld, \"positions\": %d, "
             "\"seconds\": %.6g, \"compute_seconds\": %.6g, \"disk_seconds\": %.6g, \"exposed_expert_seconds\": %.6g, "
-            "\"trunk_read_bytes\": %.0f, \"expert_read_bytes\": %.0f, \"expert_hit_rate\": %.6f, \"bound\": \"%s\"}",
+            "\"trunk_read_bytes\": %.0f, \"expert_read_bytes\": %.0f, \"expert_hit_rate\": %.6f, \"bound\": \"%s\", "
+            "\"check_configurations\": %d, \"check_within\": %d, \"check_worst\": %.6g}",
             first ? "" : ",", name, (long long)mp->trunk_bytes, (long long)mp->expert_cache_bytes, fc->positions,
             fc->seconds, fc->compute_seconds, fc->disk_seconds, fc->exposed_expert_seconds, fc->trunk_read_bytes,
-            fc->expert_read_bytes, fc->expert_hit_rate, fc->bound ? "disk" : "memory");
+            fc->expert_read_bytes, fc->expert_hit_rate, fc->bound ? "disk" : "memory", fc->check_configurations,
+            fc->check_within, fc->check_worst);
 }
 
 static void print_row(FILE *f, const char *name, const k3_model_params *mp, const k3_forecast *fc) {
@@ -87,6 +89,7 @@ int forecast_main(int argc, char **argv) {
         printf("[");
     }
     int rc = 0;
+    k3_forecast fc = {0}; /* the last row's: every row carries the profile's check */
     for (int r = 0; r < rows; r++) {
         k3_model_params mp;
         const char *name;
@@ -108,7 +111,6 @@ int forecast_main(int argc, char **argv) {
                 continue;
             }
         }
-        k3_forecast fc;
         const k3_status s =
             k3_forecast_make_at_hit_rate(profile, dir, &mp, positions, hit_rate, &fc, detail, sizeof detail);
         if (s != K3_OK) {
@@ -122,5 +124,7 @@ int forecast_main(int argc, char **argv) {
     }
     if (json)
         printf("\n]\n");
+    else
+        run_memory_print_check(stdout, &fc);
     return rc;
 }

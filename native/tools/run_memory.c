@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,18 +25,21 @@ static const char *human(double bytes, char *buf, size_t size) {
     return buf;
 }
 
-/* The s/token cell for budgets mp on dir (NULL: the release): the forecast, or "-" with the
- * first failure's detail kept in why (one reason is printed under the table). */
+/* The s/token cell for budgets mp on dir (NULL: the release): the forecast (kept in *made),
+ * or "-" with the first failure's detail kept in why (one reason is printed under the
+ * table). */
 static void forecast_cell(const char *profile, const char *dir, const k3_model_params *mp, char *cell, size_t size,
-                          char *detail, size_t detail_size, const char **why) {
+                          char *detail, size_t detail_size, const char **why, k3_forecast *made) {
     k3_forecast fc;
     snprintf(cell, size, "-");
     if (!profile || *why)
         return;
-    if (k3_forecast_make(profile, dir, mp, 1, &fc, detail, detail_size) == K3_OK)
+    if (k3_forecast_make(profile, dir, mp, 1, &fc, detail, detail_size) == K3_OK) {
         snprintf(cell, size, "%.2f", fc.seconds);
-    else
+        *made = fc;
+    } else {
         *why = detail;
+    }
 }
 
 void run_memory_list_presets(FILE *f, const char *model_dir) {
@@ -47,13 +51,14 @@ void run_memory_list_presets(FILE *f, const char *model_dir) {
     fprintf(f, "  %-12s %10s %12s %14s %12s %9s  %s\n", "preset", "trunk", "expert cache", "peak RSS (seed)", "plan",
             "s/token", "");
     const char *why = NULL;
+    k3_forecast made = {0};
     for (int i = 0; i < k3_preset_count(); i++) {
         const k3_preset *p = k3_preset_at(i);
         k3_model_params mp;
         k3_model_params_default(&mp);
         k3_preset_apply(p, &mp);
         char spt[32];
-        forecast_cell(have_path ? profile : NULL, NULL, &mp, spt, sizeof spt, detail, sizeof detail, &why);
+        forecast_cell(have_path ? profile : NULL, NULL, &mp, spt, sizeof spt, detail, sizeof detail, &why, &made);
         fprintf(f, "  %-12s %10s %12s %14s %12s %9s  %s\n", p->name, human((double)p->trunk_bytes, a, sizeof a),
                 human((double)p->expert_cache_bytes, b, sizeof b), human((double)p->full_scale_peak_rss, c, sizeof c),
                 human((double)p->full_scale_plan, d, sizeof d), spt, p->note);
@@ -64,7 +69,7 @@ void run_memory_list_presets(FILE *f, const char *model_dir) {
     const k3_status s = k3_preset_auto(model_dir, NULL, 0, &mp, &plan, adetail, sizeof adetail);
     if (s == K3_OK) {
         char spt[32];
-        forecast_cell(have_path ? profile : NULL, model_dir, &mp, spt, sizeof spt, detail, sizeof detail, &why);
+        forecast_cell(have_path ? profile : NULL, model_dir, &mp, spt, sizeof spt, detail, sizeof detail, &why, &made);
         fprintf(f, "  %-12s %10s %12s %14s %12s %9s  sized from this machine's MemAvailable (%s) for %s\n", "auto",
                 human((double)mp.trunk_bytes, a, sizeof a), human((double)mp.expert_cache_bytes, b, sizeof b), "-",
                 human((double)plan.total, c, sizeof c), spt, human((double)plan.available, d, sizeof d),
@@ -78,8 +83,18 @@ void run_memory_list_presets(FILE *f, const char *model_dir) {
         fprintf(f, "s/token: %s\n", why);
     else
         fprintf(f, "s/token: from %s; `k3 forecast` shows what each is made of\n", profile);
+    if (have_path && !why)
+        run_memory_print_check(f, &made);
     fprintf(f, "Trunk first: every streamed trunk byte is read on every forward pass, only the chosen experts are.\n"
                "Any preset gives bit-identical output; --trunk-gb / --cache-gb after --preset override it.\n");
+}
+
+void run_memory_print_check(FILE *f, const k3_forecast *fc) {
+    if (fc->check_configurations > 0)
+        fprintf(f,
+                "forecast checked where the profile was measured: %d of %d configurations of the slice within 15 %%, "
+                "the worst off by %d %%\n",
+                fc->check_within, fc->check_configurations, (int)floor(100.0 * fc->check_worst + 0.5));
 }
 
 /* A size in GB (decimal), or "map" for the mapped default. */

@@ -34,6 +34,10 @@ typedef struct run_memory {
 
 void run_memory_init(run_memory *rm);
 
+/* One line on how the forecast did where its profile was measured (k3_forecast's check),
+ * the percentage rounded half up as the editor rounds it; nothing when none is recorded. */
+void run_memory_print_check(FILE *f, const k3_forecast *fc);
+
 /* If argv[*i] is a memory option, consumes it (and its value) and returns 1; 0 when it is
  * not one; -1 after printing why its value is bad (exit 2). --list-presets prints the
  * table and returns 2 (exit 0). */

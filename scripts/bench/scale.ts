@@ -270,12 +270,7 @@ const seqProbe = res.disk_sequential.reduce((a, b) => (b.bytes > a.bytes ? b : a
 const profile: MachineProfile = makeProfile(res, { sequential: seqProbe, expert: res.disk_random[0] }, expertBytes,
   `npm run bench -- scale on ${path.basename(model)}, reads ${READS}, ${new Date().toISOString()}, load ${res.load_average.slice(0, 3).join(' ')}`);
 const profileFile = path.join(repoRoot, 'out/bench/machine-profile.json');
-fs.writeFileSync(profileFile, JSON.stringify(profile, null, 2) + '\n');
 const defaultProfile = process.env.K3_MACHINE_PROFILE ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'k3/machine-profile.json');
-if (process.env.K3_SCALE_SAVE_PROFILE !== '0') {
-  fs.mkdirSync(path.dirname(defaultProfile), { recursive: true });
-  fs.copyFileSync(profileFile, defaultProfile);
-}
 
 type Forecast = ForecastRow;
 function forecast(args: string[], profilePath = profileFile): Forecast[] {
@@ -356,6 +351,19 @@ const validation = configs.filter((c) => c.name !== 'resident').map((c) => {
     cpu_share: median(steadyPasses.map((p) => p.cpu_s / p.seconds)),
   };
 });
+
+// The profile records how its forecast did here (from probes, as a person's forecast is
+// made), so what shows a forecast can say how far to trust it; then it is saved.
+profile.check = {
+  configurations: validation.length,
+  within: validation.filter((v) => Math.abs(v.error) <= 0.15).length,
+  worst: Math.max(...validation.map((v) => Math.abs(v.error))),
+};
+fs.writeFileSync(profileFile, JSON.stringify(profile, null, 2) + '\n');
+if (process.env.K3_SCALE_SAVE_PROFILE !== '0') {
+  fs.mkdirSync(path.dirname(defaultProfile), { recursive: true });
+  fs.copyFileSync(profileFile, defaultProfile);
+}
 
 // ---- the full release per preset, serial and verifying ---------------------------------------
 const positions = [1, 2, 3, 5, 9];

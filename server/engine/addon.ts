@@ -77,6 +77,13 @@ export interface NativePlan {
 }
 
 /** One row of the engine's preset table (k3_preset). */
+/** How the engine's forecasts did on the machine their profile describes (k3_forecast's check). */
+export interface ForecastCheck {
+  configurations: number;
+  within: number;
+  worst: number;
+}
+
 export interface NativePreset {
   name: string;
   trunkBytes: number;
@@ -146,6 +153,10 @@ export interface NativeAddon {
    * machine, by preset name, from its measured profile (`npm run bench -- scale`); empty
    * when none exists. Reads the profile: for listing, not for every status. */
   presetForecasts(): Record<string, number>;
+  /** How those forecasts did where the profile was measured: forecast against measured on
+   * `configurations` configurations of the slice, `within` of them within 15 %, the
+   * largest miss `worst` (a fraction); null without a profile or a recorded check. */
+  forecastCheck(): ForecastCheck | null;
   modelPlan(model: NativeModel, options?: { maxContext?: number; batch?: number }): NativePlan;
   Session: new (model: NativeModel, options?: NativeContextOptions) => NativeSession;
 }

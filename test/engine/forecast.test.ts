@@ -181,6 +181,9 @@ test('a mapped model has no forecast, and a bad profile is refused naming the fi
     [{ kinds: { ...KINDS, dense: { seconds: 1, ffn_seconds: 2, bytes: 1 } } }, /kinds\.dense\.ffn_seconds must be a number from 0 to its seconds/],
     [{ verify: [{ positions: 2, factor: 1 }] }, /verify\[0\] must be .* positions ascending from 1/],
     [{ version: 1 }, /is not a k3 machine profile of version 3 \(format, version\): run `npm run bench -- scale`/],
+    [{ check: { configurations: 5, within: 6, worst: 0.2 } }, /check must be \{configurations: 1\.\.64, within: 0\.\.configurations/],
+    [{ check: { configurations: 5, within: 3, worst: -1 } }, /check must be .*worst: a number from 0 to 1000/],
+    [{ check: [] }, /check must be/],
   ];
   for (const [bad, message] of cases) {
     const r = spawnSync(k3Binaries.plain, ['forecast', '--profile', profile(bad), '--preset', 'laptop'], { encoding: 'utf8' });
@@ -205,4 +208,21 @@ test('--list-presets shows the forecast seconds per token from the machine profi
     assert.ok(shown && Math.abs(Number(shown[1]) - row.seconds) < 0.006, `${row.preset}: ${shown?.[1]} against ${row.seconds}`);
   }
   assert.ok(r.stdout.includes(`s/token: from ${p}`));
+  assert.doesNotMatch(r.stdout, /forecast checked/, 'a profile without a check claims none');
+});
+
+test('a profile that records its check carries it into every forecast, the table and --list-presets', () => {
+  const p = profile({ check: { configurations: 5, within: 3, worst: 0.785 } });
+  for (const row of forecast(['--profile', p])) {
+    assert.equal(row.check_configurations, 5);
+    assert.equal(row.check_within, 3);
+    assert.equal(row.check_worst, 0.785);
+  }
+  assert.equal(forecast(['--profile', profile()])[0].check_configurations, 0);
+  const table = spawnSync(k3Binaries.plain, ['forecast', '--profile', p], { encoding: 'utf8' });
+  assert.equal(table.status, 0, table.stderr);
+  assert.match(table.stdout, /\nforecast checked where the profile was measured: 3 of 5 configurations of the slice within 15 %, the worst off by 79 %\n/);
+  const listed = spawnSync(k3Binaries.plain, ['--list-presets'], { encoding: 'utf8', env: { ...process.env, K3_MACHINE_PROFILE: p } });
+  assert.equal(listed.status, 0, listed.stderr);
+  assert.match(listed.stdout, /\nforecast checked where the profile was measured: 3 of 5 configurations of the slice within 15 %, the worst off by 79 %\n/);
 });

@@ -135,7 +135,7 @@ function directReadsAllowed(dir: string): boolean {
   }
 }
 
-test('medium: --reads direct (around the page cache) and buffered give the same bits, and say which way they read', () => {
+test('medium: --reads direct (around the page cache), buffered and auto give the same bits, and say which way they read', () => {
   const ref = mappedRun();
   const dir = ensureFixture({ size: 'medium' });
   const plan = ref.json!.memory.plan;
@@ -161,6 +161,17 @@ test('medium: --reads direct (around the page cache) and buffered give the same 
     assert.equal(d.direct_bytes_read, 0, 'a refused O_DIRECT must fall back to the page cache');
   }
   assert.match(direct.stderr, /went around the page cache \(--reads direct\)/);
+  // auto: through the page cache while it could keep what streams (this machine), around it
+  // once what streams exceeds what MemAvailable leaves beside the model.
+  const roomy = runK3(dir, budgets);
+  assert.equal(roomy.status, 0, roomy.stderr);
+  assert.equal(roomy.json!.memory.direct_bytes_read, 0);
+  const streams = plan.expert_pool + plan.dense_weights;
+  const tight = runK3(dir, budgets, { K3_MEM_AVAILABLE: String(Math.round(roomy.json!.memory.plan.total + 0.5 * streams)) });
+  assert.equal(tight.status, 0, tight.stderr);
+  assert.deepEqual(tight.json!.generated_ids, ref.json!.generated_ids);
+  assert.equal(tight.json!.memory.direct_bytes_read > 0, directReadsAllowed(dir), tight.stderr);
+  assert.match(tight.stderr, /went around the page cache \(--reads auto\)/);
   const bad = runK3(dir, ['--reads', 'sideways']);
   assert.equal(bad.status, 2);
   assert.match(bad.stderr, /--reads 'sideways': give auto, direct or buffered/);

@@ -119,6 +119,22 @@ test('the preset picker shows the engine\'s forecast of seconds per token where 
   assert.equal(big[0].description, 'holds 112 GiB of Kimi-K3 · full K3 ~7.46 s/token here');
 });
 
+test('beside the forecast the picker says how far it missed where this machine was checked', () => {
+  const GiB = 2 ** 30;
+  const forecastCheck = { configurations: 5, within: 3, worst: 0.785 };
+  const facts = new Map([
+    ['laptop', { trunkBytes: 3 * GiB, expertCacheBytes: GiB, peakBytes: 8 * GiB, secondsPerToken: 131.2, forecastCheck }],
+    ['desktop', { trunkBytes: 15 * GiB, expertCacheBytes: 9 * GiB, peakBytes: 30 * GiB, forecastCheck }],
+  ]);
+  const items = presetItems([{ id: 'laptop' }, { id: 'desktop' }], 'auto', 16 * GiB, facts);
+  assert.equal(items[0].description, 'peak 8.0 GiB · ~2.2 min/token here (±79 %)');
+  assert.match(items[0].detail, /; forecast checked on this machine: 3 of 5 slice configurations within 15 %, the worst off by 79 %$/);
+  assert.equal(items[1].description, 'peak 30 GiB', 'no forecast, so no check either');
+  assert.doesNotMatch(items[1].detail, /checked/);
+  const mini = presetItems([{ id: 'laptop' }], 'auto', 16 * GiB, facts, 'auto', { name: 'k3-mini', bytes: 9 * 2 ** 20 });
+  assert.equal(mini[0].description, 'full K3 ~2.2 min/token here (±79 %)');
+});
+
 test('the tooltip names the model with its size and, for a completion model, that it does not chat', () => {
   const mini = describeStatus({ ...base, model: { name: 'k3-mini', path: '/m', bytes: 15_654_520, chat: false } });
   assert.match(mini.ariaLabel, /^K3: Ready\. Model: k3-mini \(15 MiB of weights, code completion only: not trained for chat\)\. Preset: laptop/);

@@ -172,6 +172,8 @@ export interface MachineProfile {
   disk_expert: number;
   kinds: Record<KindName, KindFigure>;
   verify: { positions: number; factor: number }[];
+  /** How the forecast did on the slice this profile was measured on (native/src/forecast.h). */
+  check?: { configurations: number; within: number; worst: number };
 }
 
 /**
@@ -222,4 +224,7 @@ export interface ForecastRow {
   expert_read_bytes: number;
   expert_hit_rate: number;
   bound: string;
+  check_configurations: number;
+  check_within: number;
+  check_worst: number;
 }

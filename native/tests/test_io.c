@@ -1,7 +1,7 @@
 /* test_io.c - reads around the page cache (io_read_direct): any offset and length come back
  * byte for byte as pread gives them, across the bounce buffer's size, and a read past the
- * end stops where the file ends. Where the file system refuses O_DIRECT (tmpfs), the test
- * says so and checks only that the open is refused cleanly. */
+ * end stops where the file ends. Where the file system refuses O_DIRECT (tmpfs, at the open
+ * or at the first read), the test says so and checks only that it is refused cleanly. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -45,6 +45,16 @@ TEST(io_read_direct_returns_any_range_byte_for_byte_and_stops_at_the_end_of_the_
     void *bounce = io_bounce_alloc();
     uint8_t *out = malloc(size + 1);
     CHECK(bounce && out);
+    int first_error = 0;
+    if (io_read_direct(fd, out, 1, 0, bounce, &first_error) == 0 && first_error == EINVAL) {
+        /* opened, but its reads refused: the engine then reads through the page cache */
+        fprintf(stderr, "  (O_DIRECT reads refused here; the engine reads through the page cache)\n");
+        close(fd);
+        io_bounce_free(bounce);
+        free(out);
+        tf_rmtree(dir);
+        return;
+    }
     /* offset, length: the first byte, one across a block edge, an unaligned run longer than
      * the bounce buffer, the whole file, and the last bytes */
     const struct {

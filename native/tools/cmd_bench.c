@@ -183,7 +183,7 @@ int bench_main(int argc, char **argv) {
                 "  \"decode_tokens_per_s\": %.3f,\n  \"weight_bytes_per_token\": %.0f,\n"
                 "  \"bound_tokens_per_s\": %.3f,\n  \"achieved_over_bound\": %.4f,\n  \"peak_rss_bytes\": %.0f,\n"
                 "  \"kernels\": \"%s\",\n  \"fma_peak_flops_per_s\": %.0f,\n  \"prefill_flops_per_s\": %.0f,\n"
-                "  \"prefill_over_peak\": %.4f,\n  \"rounds\": [",
+                "  \"prefill_over_peak\": %.6g,\n  \"rounds\": [",
                 dir, threads, bandwidth, prompt_len, prompt_len / prefill_s, gen, decode_tps, bytes_per_token,
                 bound_tps, achieved, model_rss, kernels, peak, prefill_flops, prefill_flops / peak);
         for (int r = 0; r < ROUNDS; r++)

@@ -244,6 +244,17 @@ Napi::Value Presets(const Napi::CallbackInfo &info) {
     return out;
 }
 
+// The forecast for the full release with preset p's budgets, from this machine's profile
+// (k3_forecast_make's default path); false without one, with a bad one, or for budgets it
+// cannot forecast.
+static bool ForecastPreset(const k3_preset *p, k3_forecast *fc) {
+    k3_model_params mp;
+    k3_model_params_default(&mp);
+    k3_preset_apply(p, &mp);
+    char detail[512];
+    return k3_forecast_make(nullptr, nullptr, &mp, 1, fc, detail, sizeof detail) == K3_OK;
+}
+
 // presetForecasts() -> { [name]: seconds per token of the full release with that preset's
 // budgets on this machine }, from its measured profile (k3_forecast_make's default path);
 // empty when there is none. Reads the profile, so it is asked for only when the presets are
@@ -253,31 +264,23 @@ Napi::Value PresetForecasts(const Napi::CallbackInfo &info) {
     Napi::Object out = Napi::Object::New(env);
     for (int i = 0; i < k3_preset_count(); i++) {
         const k3_preset *p = k3_preset_at(i);
-        k3_model_params mp;
-        k3_model_params_default(&mp);
-        k3_preset_apply(p, &mp);
         k3_forecast fc;
-        char detail[512];
-        if (k3_forecast_make(nullptr, nullptr, &mp, 1, &fc, detail, sizeof detail) != K3_OK)
-            continue; /* no profile, a bad one, or budgets it cannot forecast */
-        out.Set(p->name ? p->name : "", fc.seconds);
+        if (ForecastPreset(p, &fc))
+            out.Set(p->name ? p->name : "", fc.seconds);
     }
     return out;
 }
 
 // forecastCheck() -> { configurations, within, worst } | null: how the forecast did where the
-// default profile was measured (k3_forecast's check_*): forecast against measured on that
-// many configurations of the slice, how many within 15 %, the largest miss as a fraction;
-// null without a profile or when it records no check.
+// default profile was measured (k3_forecast's check_*, the same in every forecast of one
+// profile): forecast against measured on that many configurations of the slice, how many
+// within 15 %, the largest miss as a fraction; null without a profile or when it records
+// no check.
 Napi::Value ForecastCheck(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
     for (int i = 0; i < k3_preset_count(); i++) {
-        k3_model_params mp;
-        k3_model_params_default(&mp);
-        k3_preset_apply(k3_preset_at(i), &mp);
         k3_forecast fc;
-        char detail[512];
-        if (k3_forecast_make(nullptr, nullptr, &mp, 1, &fc, detail, sizeof detail) != K3_OK)
+        if (!ForecastPreset(k3_preset_at(i), &fc))
             continue;
         if (fc.check_configurations <= 0)
             break;

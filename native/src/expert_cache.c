@@ -2,7 +2,6 @@
  * expert_cache.h). One mutex guards all shared state; reads happen outside it. */
 #include "expert_cache.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -244,18 +243,12 @@ static int read_expert(expert_cache *ec, int key, uint8_t *slot, int inject, voi
     for (uint32_t e = x->first_extent; e < x->first_extent + x->n_extents; e++) {
         const ec_extent *ex = &ec->extents[e];
         const st_shard *sh = st_shard_at(ec->set, ex->shard);
-        int error = 0;
-        size_t got = 0;
-        if (!inject && bounce && sh->direct_fd >= 0 && !*refused) {
-            got = io_read_direct(sh->direct_fd, slot + ex->slot_offset, ex->len, ex->file_offset, bounce, &error);
-            if (error == EINVAL && got == 0)
-                *refused = 1;
-            else
-                *direct_bytes += got;
-        }
-        if (!inject && (!bounce || sh->direct_fd < 0 || *refused))
-            got = io_read_at(sh->fd, slot + ex->slot_offset, ex->len, ex->file_offset, &error);
+        int error = 0, direct = 0;
+        const size_t got = inject ? 0
+                                  : io_read_streamed(sh->fd, sh->direct_fd, bounce, refused, slot + ex->slot_offset,
+                                                     ex->len, ex->file_offset, &error, &direct);
         *bytes += got;
+        *direct_bytes += direct ? got : 0;
         if (got != ex->len) {
             char why[768];
             io_read_describe(why, sizeof why, sh->path, ex->len, ex->file_offset, got, error);

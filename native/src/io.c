@@ -79,6 +79,20 @@ size_t io_read_direct(int fd, void *buf, size_t len, uint64_t offset, void *boun
     return (size_t)(at - offset);
 }
 
+size_t io_read_streamed(int fd, int direct_fd, void *bounce, int *refused, void *buf, size_t len, uint64_t offset,
+                        int *error, int *direct) {
+    *direct = 0;
+    if (bounce && direct_fd >= 0 && !*refused) {
+        const size_t got = io_read_direct(direct_fd, buf, len, offset, bounce, error);
+        if (!(*error == EINVAL && got == 0)) {
+            *direct = 1;
+            return got;
+        }
+        *refused = 1;
+    }
+    return io_read_at(fd, buf, len, offset, error);
+}
+
 void io_read_describe(char *out, size_t size, const char *path, size_t len, uint64_t offset, size_t got,
                       int error) {
     if (error)

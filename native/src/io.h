@@ -43,6 +43,14 @@ void io_bounce_free(void *bounce);
  * the open but refuses the read (the caller then falls back to io_read_at). */
 size_t io_read_direct(int fd, void *buf, size_t len, uint64_t offset, void *bounce, int *error);
 
+/* A streaming reader's read: with io_read_direct through bounce on direct_fd when both are
+ * given and *refused is 0, else io_read_at on fd. A direct read the file system refuses
+ * (EINVAL before any byte) sets *refused and is made again with io_read_at, as are all
+ * later ones of that reader. *direct is 1 when the bytes came around the page cache.
+ * Returns and reports as io_read_at does. */
+size_t io_read_streamed(int fd, int direct_fd, void *bounce, int *refused, void *buf, size_t len, uint64_t offset,
+                        int *error, int *direct);
+
 /* Writes "reading LEN bytes at offset OFF of PATH failed: WHY" into out, WHY being
  * "the file ends after GOT of them" or strerror(error). */
 void io_read_describe(char *out, size_t size, const char *path, size_t len, uint64_t offset, size_t got,

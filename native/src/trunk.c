@@ -2,7 +2,6 @@
  * ring; reads happen outside it. */
 #include "trunk.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,18 +164,11 @@ static int read_layer(trunk *tr, int l, uint8_t *data, void *bounce, int *refuse
     for (int e = 0; e < ly->n_extents; e++) {
         const trunk_extent *ex = &ly->extents[e];
         const st_shard *sh = st_shard_at(tr->set, ex->shard);
-        int error = 0;
-        size_t got = 0;
-        if (bounce && sh->direct_fd >= 0 && !*refused) {
-            got = io_read_direct(sh->direct_fd, data + ex->slot_offset, ex->len, ex->file_offset, bounce, &error);
-            if (error == EINVAL && got == 0)
-                *refused = 1;
-            else
-                *direct_bytes += got;
-        }
-        if (!bounce || sh->direct_fd < 0 || *refused)
-            got = io_read_at(sh->fd, data + ex->slot_offset, ex->len, ex->file_offset, &error);
+        int error = 0, direct = 0;
+        const size_t got = io_read_streamed(sh->fd, sh->direct_fd, bounce, refused, data + ex->slot_offset, ex->len,
+                                            ex->file_offset, &error, &direct);
         *bytes += got;
+        *direct_bytes += direct ? got : 0;
         if (got != ex->len) {
             char why[768];
             io_read_describe(why, sizeof why, sh->path, ex->len, ex->file_offset, got, error);

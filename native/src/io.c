@@ -42,12 +42,22 @@ int io_open_direct(const char *path) {
 }
 
 void *io_bounce_alloc(void) {
-    void *p = NULL;
-    return posix_memalign(&p, IO_DIRECT_ALIGN, IO_BOUNCE_BYTES) == 0 ? p : NULL;
+    /* Huge pages, faulted in now: a direct read is split into one device request per
+     * max_segments pages (254 on this VM's virtio disk), so 4 KiB pages cap a request near
+     * 1 MiB and huge ones let it reach the device's 4 MiB (max_sectors_kb). Reading 8 MiB
+     * at a time into 4 KiB pages ran at 0.6-0.9 GB/s here, into huge pages 1.4-2.6. */
+    uint8_t *p = io_alloc_large(IO_BOUNCE_BYTES);
+    if (p && (uintptr_t)p % IO_DIRECT_ALIGN != 0) {
+        io_free_large(p, IO_BOUNCE_BYTES);
+        return NULL;
+    }
+    if (p)
+        memset(p, 0, IO_BOUNCE_BYTES);
+    return p;
 }
 
 void io_bounce_free(void *bounce) {
-    free(bounce);
+    io_free_large(bounce, IO_BOUNCE_BYTES);
 }
 
 size_t io_read_direct(int fd, void *buf, size_t len, uint64_t offset, void *bounce, int *error) {

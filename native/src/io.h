@@ -33,7 +33,9 @@ size_t io_read_at(int fd, void *buf, size_t len, uint64_t offset, int *error);
 /* path opened read-only with O_DIRECT, or -1 when the system or its file system refuses. */
 int io_open_direct(const char *path);
 
-/* A buffer for io_read_direct: IO_BOUNCE_BYTES aligned to IO_DIRECT_ALIGN, or NULL. */
+/* A buffer for io_read_direct: IO_BOUNCE_BYTES aligned to IO_DIRECT_ALIGN, or NULL; in huge
+ * pages where the system has them (so a read reaches the device as few large requests),
+ * already faulted in. io_bounce_free takes it back. */
 void *io_bounce_alloc(void);
 void io_bounce_free(void *bounce);
 

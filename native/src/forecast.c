@@ -98,6 +98,10 @@ k3_status forecast_profile_load(const char *path, forecast_profile *out, k3_erro
         out->verify_factor[i] = g;
     }
     out->n_verify = (int)nv;
+    if (s == K3_OK && json_get(r, "disk_concurrency") &&
+        (!json_number(json_get(r, "disk_concurrency"), &out->disk_concurrency) ||
+         !(out->disk_concurrency >= 0.1 && out->disk_concurrency <= 10.0)))
+        s = error_set(err, K3_ERR_FORMAT, "%s: disk_concurrency must be a number from 0.1 to 10", path);
     const json_value *check = json_get(r, "check");
     int64_t configurations = 0, within = 0;
     double worst = 0.0;
@@ -220,8 +224,10 @@ k3_status forecast_make(const forecast_profile *p, const model *m, const k3_mode
         out->seconds = compute + trunk_read + exposed;
         out->bound = trunk_read + exposed > compute;
     } else {
-        /* Both kinds at once share the device: each byte takes its own kind's time. */
-        const double disk = trunk_read + expert_read;
+        /* Both kinds at once share the device: each byte its own kind's time, scaled by
+         * what reading both at once measured against that. */
+        const int both = streamed > 0.0 && out->expert_read_bytes > 0.0 && p->disk_concurrency > 0.0;
+        const double disk = (trunk_read + expert_read) / (both ? p->disk_concurrency : 1.0);
         const double busy = compute + exposed;
         out->disk_seconds = disk;
         out->seconds = busy > disk ? busy : disk;

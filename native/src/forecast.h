@@ -12,6 +12,11 @@
  *                                  (B over the median ratio of side-by-side pairs)
  *    "disk_sequential": D,         bytes/s, cold sequential reads at the trunk's block sizes
  *    "disk_expert": X,             bytes/s, cold expert-sized reads on io_threads readers
+ *    "disk_concurrency": F,        optional: a sequential reader and io_threads expert
+ *                                  readers at once, the time their bytes would take read
+ *                                  one kind after the other (at D and X measured the same
+ *                                  minutes) over the time they took (0.1..10; below 1 the
+ *                                  two kinds slow each other more than time-sharing says)
  *    "kinds": {"dense": K, "kda_moe": K, "mla_moe": K, "lm_head": K},
  *    "verify": [{"positions": n, "factor": g}, ...],
  *    "check": {"configurations": n, "within": k, "worst": w}}   (optional)
@@ -42,9 +47,13 @@
  *   streamed trunk S = sum of the unpinned layers' bytes, read at D
  *   C = m (sum c_l + lm_head: s / b x its bytes x g(n))
  *   one ring slot:       T = C + S / D + sum e'_l    (trunk reads never overlap)
- *   two slots or pinned: T = max(C + sum e'_l, disk) with disk = S / D + sum e_l: the
- *     trunk reader and the expert readers share the device, each byte taking its own
- *     kind's time.
+ *   two slots or pinned: T = max(C + sum e'_l, disk) with disk = (S / D + sum e_l) / F
+ *     where both kinds read (F = 1 without it): the trunk reader and the expert readers
+ *     share the device at once, each byte taking its own kind's time, scaled by how much
+ *     reading both at once measured slower or faster than that. (Around the page cache
+ *     into huge pages one reader alone nearly fills this VM's disk, and F measured
+ *     0.80-1.07; without it the slice's streamed trunk was forecast 5-23 % fast in four
+ *     runs: docs/SCALE.md.)
  * A mapped trunk or mapped experts have no forecast: the page cache decides what stays. */
 #ifndef K3_FORECAST_H
 #define K3_FORECAST_H
@@ -64,6 +73,7 @@ typedef struct forecast_profile {
     char source[256];
     int threads, io_threads;
     double memory_bandwidth, memory_bandwidth_reading, disk_sequential, disk_expert;
+    double disk_concurrency; /* 0: not measured (plain time-sharing) */
     forecast_kind dense, kda_moe, mla_moe, lm_head;
     int n_verify;
     int verify_positions[FORECAST_MAX_VERIFY]; /* ascending, the first is 1 */

@@ -166,8 +166,8 @@ typedef struct {
                              many GB at the largest --disk block size */
     int disk_twice; /* run each probe twice and keep the second: bytes a virtual disk's host
                        has just served come back from its cache, as a pass's re-reads do */
-    int disk_after; /* the sequential and random probes again after the steps: the run
-                       between them saw the disk somewhere from one to the other */
+    int disk_after; /* the sequential, random and mixed probes again after the steps: the
+                       run between them saw the disk somewhere from one to the other */
     int beside_reads; /* after the steps: the triad alone and while the random probe's reads
                          run, and with --repeat the steps again beside such reads */
     double disk_gb;
@@ -378,10 +378,11 @@ static int measure_beside_reads(const scale_options *o, const membw *tr, uint64_
     return s == K3_OK && out->steps_read_rate > 0 ? 0 : -1;
 }
 
-/* The sequential probes (one per --disk block size) and the random one, each twice with
- * --disk-twice (the second kept); `when` labels the lines on stderr. */
+/* The sequential probes (one per --disk block size), the random one and, with
+ * --disk-mixed, both at once, each twice with --disk-twice (the second kept); `when`
+ * labels the lines on stderr. */
 static int disk_probes(const scale_options *o, const k3_plan *plan, const char *when, diskprobe_result *seq,
-                       diskprobe_result *rnd) {
+                       diskprobe_result *rnd, diskprobe_result *mixed) {
     char detail[2048];
     for (int k = 0; k < o->n_disk; k++) {
         const uint64_t block = o->disk_blocks[k] ? o->disk_blocks[k] : plan->expert_slot_bytes;
@@ -405,6 +406,19 @@ static int disk_probes(const scale_options *o, const k3_plan *plan, const char *
         }
         fprintf(stderr, "k3 bench-scale: disk%s, cold, %d random expert-sized reads on %d readers: %.1f MB/s\n", when,
                 o->disk_random, rnd->readers, (double)rnd->bytes / rnd->seconds / 1e6);
+    }
+    for (int pass = 0; o->disk_mixed_gb > 0.0 && o->disk_random && o->n_disk && pass <= o->disk_twice; pass++) {
+        uint64_t block = 0;
+        for (int k = 0; k < o->n_disk; k++)
+            block = o->disk_blocks[k] > block ? o->disk_blocks[k] : block;
+        if (diskprobe_mixed(o->dir, o->disk_extents, probe_direct(o), block ? block : plan->expert_slot_bytes, 0,
+                            (uint64_t)(o->disk_mixed_gb * 1e9), plan->expert_slot_bytes, o->disk_random,
+                            o->memory.io_threads, 7, mixed, detail, sizeof detail)) {
+            fprintf(stderr, "k3 bench-scale: disk probe failed: %s\n", detail);
+            return -1;
+        }
+        fprintf(stderr, "k3 bench-scale: disk%s, cold, both at once: %.1f MB/s\n", when,
+                (double)mixed->bytes / mixed->seconds / 1e6);
     }
     return 0;
 }
@@ -471,21 +485,8 @@ int scale_main(int argc, char **argv) {
             return 1;
         }
     }
-    if (disk_probes(&o, &probe_plan, "", seq, &rnd))
+    if (disk_probes(&o, &probe_plan, "", seq, &rnd, &mixed))
         return 1;
-    for (int pass = 0; o.disk_mixed_gb > 0.0 && o.disk_random && o.n_disk && pass <= o.disk_twice; pass++) {
-        uint64_t block = 0;
-        for (int k = 0; k < o.n_disk; k++)
-            block = o.disk_blocks[k] > block ? o.disk_blocks[k] : block;
-        if (diskprobe_mixed(o.dir, o.disk_extents, probe_direct(&o), block ? block : probe_plan.expert_slot_bytes, 0,
-                            (uint64_t)(o.disk_mixed_gb * 1e9), probe_plan.expert_slot_bytes, o.disk_random,
-                            o.memory.io_threads, 7, &mixed, detail, sizeof detail)) {
-            fprintf(stderr, "k3 bench-scale: disk probe failed: %s\n", detail);
-            return 1;
-        }
-        fprintf(stderr, "k3 bench-scale: disk, cold, both at once: %.1f MB/s\n",
-                (double)mixed.bytes / mixed.seconds / 1e6);
-    }
 
     int max_positions = 1;
     for (int i = 0; i < o.n_positions; i++)
@@ -598,8 +599,8 @@ int scale_main(int argc, char **argv) {
     getrusage(RUSAGE_SELF, &ru);
     const double peak_rss = (double)ru.ru_maxrss * 1024.0;
     run_memory_stop(&o.memory, model, wall, peak_rss);
-    diskprobe_result seq_after[SCALE_MAX_DISK], rnd_after = {0};
-    if (o.disk_after && disk_probes(&o, &probe_plan, " after the steps", seq_after, &rnd_after))
+    diskprobe_result seq_after[SCALE_MAX_DISK], rnd_after = {0}, mixed_after = {0};
+    if (o.disk_after && disk_probes(&o, &probe_plan, " after the steps", seq_after, &rnd_after, &mixed_after))
         goto done;
     beside_reads beside = {0};
     if (o.beside_reads) {
@@ -661,6 +662,7 @@ int scale_main(int argc, char **argv) {
     json_disk(f, "disk_mixed", &mixed, mixed.bytes ? 1 : 0);
     json_disk(f, "disk_sequential_after", seq_after, o.disk_after ? o.n_disk : 0);
     json_disk(f, "disk_random_after", &rnd_after, o.disk_after && o.disk_random ? 1 : 0);
+    json_disk(f, "disk_mixed_after", &mixed_after, mixed_after.bytes ? 1 : 0);
     if (o.beside_reads) {
         fprintf(f, ",\n  \"beside_reads\": {\"triad_alone\": %.0f, \"triad_reading\": %.0f, \"triad_read_bytes_per_s\": %.0f, "
                    "\"steps_read_bytes_per_s\": %.0f, \"steps\": [",

@@ -188,7 +188,7 @@ void cli_usage(FILE *f) {
             "                      --disk-extents FILE: the probes read the bytes it lists (lines\n"
             "                      'SHARD OFFSET LENGTH t|e': t the sequential stream, e the units a\n"
             "                      random read takes whole) instead of whole shards; --disk-after: the\n"
-            "                      sequential and random probes again after the steps. The probes read\n"
+            "                      probes again after the steps. The probes read\n"
             "                      as the engine does under --reads: around the page cache with\n"
             "                      'direct', through it otherwise. After the steps,\n"
             "                      --beside-reads (with --rounds and --disk-random): the triad alone and\n"

@@ -5,7 +5,7 @@
 // and the profile's fields.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { kindFigures, makeProfile, passHitRate, verifyFactors, type LayerRecord, type Pass, type ScaleRun } from '../../scripts/bench/lib/scale-profile';
+import { diskConcurrency, kindFigures, makeProfile, passHitRate, verifyFactors, type LayerRecord, type Pass, type ScaleRun } from '../../scripts/bench/lib/scale-profile';
 
 /** A layer record: mixer and FFN seconds, bytes, waits, distinct experts. */
 function rec(mixer: number, ffn: number, bytes: number, experts = 0, wait = 0): LayerRecord {
@@ -52,6 +52,7 @@ const run: ScaleRun = {
   disk_mixed: [{ block: 17e6, readers: 3, bytes: 5e9, seconds: 2.5, read_seconds: 9, cpu_seconds: 1 }],
   disk_sequential_after: [],
   disk_random_after: [],
+  disk_mixed_after: [],
   beside_reads: { triad_alone: 40e9, triad_reading: 30e9, triad_read_bytes_per_s: 1e9, steps_read_bytes_per_s: 1e9, steps: [0.5, 0.6] },
   memory: {} as ScaleRun['memory'],
 };
@@ -89,6 +90,24 @@ test('the profile takes the median triad, what reads beside it leave of it, the 
   assert.deepEqual(Object.keys(p.kinds).sort(), ['dense', 'kda_moe', 'lm_head', 'mla_moe']);
   assert.deepEqual(p.verify.map((v) => v.positions), [1, 2]);
   assert.throws(() => makeProfile({ ...run, beside_reads: null }, { sequential: run.disk_sequential[0], expert: run.disk_random[0] }, 17e6, 'test'), /--beside-reads/);
+});
+
+test('reading both kinds at once is timed against one after the other at the same minutes\' probe rates, before and after together', () => {
+  // Before: sequential 2 GB/s, experts 0.425 GB/s; the mixed probe read 3.3 GB in order and
+  // the random probe's 1.7 GB of experts in 2.5 s, where one after the other takes 5.65 s.
+  assert.ok(Math.abs((diskConcurrency(run) as number) - 5.65 / 2.5) < 1e-12);
+  // After: both 1 GB/s, so 5 s one after the other; the mixed probe took 6 s.
+  const after = {
+    ...run,
+    disk_sequential_after: [{ ...run.disk_sequential[0], seconds: 4 }],
+    disk_random_after: [{ ...run.disk_random[0], seconds: 1.7 }],
+    disk_mixed_after: [{ ...run.disk_mixed[0], seconds: 6 }],
+  };
+  assert.ok(Math.abs((diskConcurrency(after) as number) - (5.65 + 5) / (2.5 + 6)) < 1e-12);
+  assert.equal(diskConcurrency({ ...run, disk_mixed: [] }), undefined, 'no mixed probe, nothing to say');
+  const p = makeProfile(run, { sequential: run.disk_sequential[0], expert: run.disk_random[0], concurrency: 0.9 }, 17e6, 'test');
+  assert.equal(p.disk_concurrency, 0.9);
+  assert.equal(makeProfile(run, { sequential: run.disk_sequential[0], expert: run.disk_random[0] }, 17e6, 'test').disk_concurrency, undefined);
 });
 
 test('the hit rate of a run is one minus the experts read over the experts asked for', () => {

@@ -1,9 +1,9 @@
 // forecast.test.ts - the per-token forecast (native/src/forecast.h) through `k3 forecast` and
 // `k3 --list-presets`, from hand-made machine profiles: a resident model costs its kinds'
 // seconds scaled by its bytes and reads nothing; streaming adds the disk as the model says
-// (one ring slot in series, two overlapped); a faster disk never forecasts slower; a
-// verifying pass costs more than a serial one; a mapped model has no forecast; a bad
-// profile is refused naming the field. Whether the forecast matches measured passes is
+// (one ring slot in series, two overlapped, both kinds at once as measured together); a
+// faster disk never forecasts slower; a verifying pass costs more than a serial one; a
+// mapped model has no forecast; a bad profile is refused naming the field. Whether the forecast matches measured passes is
 // the scale bench's business (docs/SCALE.md), not a test's.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -134,6 +134,30 @@ test('trunk and expert reads at once share the disk: each byte takes its own kin
   assert.equal(f.bound, 'disk');
 });
 
+test('where both kinds read at once, their time-shared reads are scaled by the measured concurrency; where one kind reads it is not used', () => {
+  const largest = Math.max(...layerBytes);
+  const cache = ['--cache-gb', String((config.topK * slot + 10) / 1e9)];
+  const D = 1e6, X = 0.5e6, F = 0.8;
+  const plain = profile({ disk_sequential: D, disk_expert: X });
+  const measured = profile({ disk_sequential: D, disk_expert: X, disk_concurrency: F });
+  // Two ring slots: the trunk's reader and the expert readers read at once.
+  const two = [dir, '--trunk-gb', String((3 * largest) / 1e9), ...cache];
+  const [f] = forecast([...two, '--profile', measured]);
+  const S = f.trunk_read_bytes, E = f.expert_read_bytes;
+  assert.ok(S > 0 && E > 0, 'both kinds of read in one pass');
+  const want = (S / D + E / X) / F;
+  assert.ok(Math.abs(f.disk_seconds - want) < 1e-5 * want, `${f.disk_seconds} against ${want}`);
+  assert.ok(Math.abs(f.seconds - Math.max(f.compute_seconds + f.exposed_expert_seconds, f.disk_seconds)) < 1e-9 * f.seconds);
+  // One ring slot reads the trunk while nothing else reads, and a pinned trunk reads only
+  // experts: the same forecast with or without it.
+  for (const budgets of [[dir, '--trunk-gb', String((largest + 1e5) / 1e9), ...cache], [dir, '--trunk-gb', '1', ...cache]]) {
+    const [a] = forecast([...budgets, '--profile', plain]);
+    const [b] = forecast([...budgets, '--profile', measured]);
+    assert.equal(b.seconds, a.seconds, budgets.join(' '));
+    assert.equal(b.disk_seconds, a.disk_seconds);
+  }
+});
+
 test('a pass that reads computes slower by the triad alone over the triad beside reads, and hides more of its reads', () => {
   const resident = ['--trunk-gb', '200', '--cache-gb', '1600']; // the release whole in memory: nothing read
   const seen = new Set<boolean>();
@@ -176,6 +200,8 @@ test('a mapped model has no forecast, and a bad profile is refused naming the fi
   assert.match(mapped.stderr, /the trunk is mapped, so the page cache decides what stays in memory/);
   const cases: [Record<string, unknown>, RegExp][] = [
     [{ disk_expert: -1 }, /disk_expert must be a positive number/],
+    [{ disk_concurrency: 0 }, /disk_concurrency must be a number from 0\.1 to 10/],
+    [{ disk_concurrency: 'x' }, /disk_concurrency must be a number from 0\.1 to 10/],
     [{ memory_bandwidth_reading: 'fast' }, /memory_bandwidth_reading must be a positive number, found string/],
     [{ kinds: { ...KINDS, mla_moe: undefined } }, /kinds\.mla_moe is missing, expected an object/],
     [{ kinds: { ...KINDS, dense: { seconds: 1, ffn_seconds: 2, bytes: 1 } } }, /kinds\.dense\.ffn_seconds must be a number from 0 to its seconds/],

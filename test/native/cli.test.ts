@@ -83,17 +83,21 @@ test('k3 bench-scale probes the disk without reading any bytes twice (the second
     const out = path.join(dir, 'scale.json');
     const r = spawnSync(k3Cli, ['bench-scale', model, '--steps', '1', '--disk-random', String(count), ...extra, '--out', out], { encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
-    return JSON.parse(fs.readFileSync(out, 'utf8')).disk_random[0] as { bytes: number; block: number };
+    return JSON.parse(fs.readFileSync(out, 'utf8')) as Record<string, { bytes: number; block: number }[]>;
   };
-  assert.equal(probe(1000, ['--disk-extents', extents]).bytes, 16384);
+  assert.equal(probe(1000, ['--disk-extents', extents]).disk_random[0].bytes, 16384);
+  // Both at once, before the steps and again after them: the sequential stream's 8 KiB
+  // (the whole stream, asked for more) beside the three units.
+  const both = probe(1000, ['--disk-extents', extents, '--disk', '1', '--disk-gb', '0.00001', '--disk-mixed', '0.00001', '--disk-after']);
+  for (const key of ['disk_mixed', 'disk_mixed_after']) assert.deepEqual(both[key].map((d) => d.bytes), [8192 + 16384], key);
   // Under --reads direct the probe reads around the page cache as the engine would: units
   // at any offset and length come back whole (a short or failed read fails the probe).
   const odd = path.join(dir, 'odd.txt');
   fs.writeFileSync(odd, `${shard} 4097 8000 t\n${shard} 16385 4000 e\n${shard} 32771 4093 e\n${shard} 65535 8193 e\n`);
-  assert.equal(probe(1000, ['--disk-extents', odd, '--reads', 'direct']).bytes, 4000 + 4093 + 8193);
+  assert.equal(probe(1000, ['--disk-extents', odd, '--reads', 'direct']).disk_random[0].bytes, 4000 + 4093 + 8193);
   // Without extents: expert-sized blocks at random places, none twice, so at most the shards.
   const shards = fs.readdirSync(model).filter((f) => f.endsWith('.safetensors')).reduce((a, f) => a + fs.statSync(path.join(model, f)).size, 0);
-  const blocks = probe(65536, []);
+  const blocks = probe(65536, []).disk_random[0];
   fs.rmSync(dir, { recursive: true });
   assert.ok(blocks.bytes <= shards && blocks.bytes >= shards - 2 * blocks.block, `${blocks.bytes} of ${shards}`);
 });

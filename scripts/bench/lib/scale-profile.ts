@@ -56,6 +56,7 @@ export interface ScaleRun {
   disk_mixed: DiskProbe[];
   /** The sequential and random probes again after the steps (--disk-after), else empty. */
   disk_sequential_after: DiskProbe[];
+  disk_mixed_after: DiskProbe[];
   disk_random_after: DiskProbe[];
   /** The triad alone and while expert-sized reads run beside it, and (--repeat) the steps
    * again beside such reads (--beside-reads). */
@@ -160,6 +161,28 @@ export function probeRate(d: DiskProbe): number {
   return d.bytes / d.seconds;
 }
 
+/**
+ * Both kinds of read at once against one after the other (forecast.h's disk_concurrency):
+ * the time the mixed probe's bytes would take read at the sequential and random probes'
+ * rates (its sequential part at one; its experts, as many as the random probe read, at the
+ * other) over the time they took, the probes before and after the run taken together.
+ * Ratios of probes read the same minutes, so it holds for the tier a checkpoint's first
+ * read sees as well as for the one re-reads see. Undefined without a mixed probe.
+ */
+export function diskConcurrency(r: ScaleRun): number | undefined {
+  const timed = (seq: DiskProbe[], rnd: DiskProbe[], mixed: DiskProbe[]) => {
+    if (!seq.length || !rnd.length || !mixed.length) return undefined;
+    const s = seq.reduce((a, b) => (b.block > a.block ? b : a));
+    const experts = rnd[0].bytes;
+    return { shared: (mixed[0].bytes - experts) / probeRate(s) + experts / probeRate(rnd[0]), took: mixed[0].seconds };
+  };
+  const parts = [timed(r.disk_sequential, r.disk_random, r.disk_mixed), timed(r.disk_sequential_after, r.disk_random_after, r.disk_mixed_after)].filter(
+    (x): x is { shared: number; took: number } => x !== undefined,
+  );
+  if (!parts.length) return undefined;
+  return parts.reduce((a, x) => a + x.shared, 0) / parts.reduce((a, x) => a + x.took, 0);
+}
+
 export interface MachineProfile {
   format: 'k3-machine-profile';
   version: 3;
@@ -170,6 +193,8 @@ export interface MachineProfile {
   memory_bandwidth_reading: number;
   disk_sequential: number;
   disk_expert: number;
+  /** Both kinds at once against one after the other (diskConcurrency below). */
+  disk_concurrency?: number;
   kinds: Record<KindName, KindFigure>;
   verify: { positions: number; factor: number }[];
   /** How the forecast did on the slice this profile was measured on (native/src/forecast.h). */
@@ -182,7 +207,7 @@ export interface MachineProfile {
  */
 export function makeProfile(
   resident: ScaleRun,
-  disk: { sequential: DiskProbe; expert: DiskProbe },
+  disk: { sequential: DiskProbe; expert: DiskProbe; concurrency?: number },
   expertBytes: number,
   source: string,
 ): MachineProfile {
@@ -205,6 +230,7 @@ export function makeProfile(
     memory_bandwidth_reading: (median(bandwidths) * tr.triad_reading) / tr.triad_alone,
     disk_sequential: probeRate(disk.sequential),
     disk_expert: probeRate(disk.expert),
+    ...(disk.concurrency ? { disk_concurrency: disk.concurrency } : {}),
     kinds,
     verify: verifyFactors(resident, expertSeconds).map(({ positions, factor }) => ({ positions, factor })),
   };

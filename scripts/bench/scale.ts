@@ -135,7 +135,7 @@ const configs: Config[] = [
     what: 'trunk pinned, cache of one token\'s experts, every step the same token at the same position',
     // First in the bench: its whole-checkpoint probe is the least likely to find bytes a
     // virtual disk's host has cached (the full release's 1.5 TB never would be).
-    args: [resident, `--cache-slots=${oneToken}`, '--repeat', '--steps', '9', '--rounds', '4', '--prefill', '16', '--verify', '1,2,3,5,9', '--verify-reps', '4', ...WHOLE, '--disk-random', '100', '--disk-mixed', GB(trunkBytes - bySize[0]), '--beside-reads'],
+    args: [resident, `--cache-slots=${oneToken}`, '--repeat', '--steps', '9', '--rounds', '4', '--prefill', '16', '--verify', '1,2,3,5,9', '--verify-reps', '4', ...WHOLE, '--disk-random', '100', '--beside-reads'],
   },
   // The checked runs' pass counts: a mean over 7-8 steady passes had up to 12 % standard
   // error in runs P-S, and a burst of two slow passes moved it by 20 % (runs X, AA); twice

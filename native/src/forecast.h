@@ -52,7 +52,7 @@
  *     share the device at once, each byte taking its own kind's time, scaled by how much
  *     reading both at once measured slower or faster than that. (Around the page cache
  *     into huge pages one reader alone nearly fills this VM's disk, and F measured
- *     0.80-1.07; without it the slice's streamed trunk was forecast 5-23 % fast in four
+ *     0.79-1.08; without it the slice's streamed trunk was forecast 5-23 % fast in four
  *     runs: docs/SCALE.md.)
  * A mapped trunk or mapped experts have no forecast: the page cache decides what stays. */
 #ifndef K3_FORECAST_H

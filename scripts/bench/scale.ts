@@ -140,7 +140,7 @@ const configs: Config[] = [
   // The checked runs' pass counts: a mean over 7-8 steady passes had up to 12 % standard
   // error in runs P-S, and a burst of two slow passes moved it by 20 % (runs X, AA); twice
   // the passes halve a burst's weight. Since direct reads went into huge pages (run Y) a
-  // cold pass costs 0.4-0.6 s here, the floor's 3.3-3.8.
+  // cold pass costs 0.3-0.9 s here, the floor's 2.6-4.0.
   ...[0.1, 0.25, 0.5].map((share) => ({
     name: `experts ${Math.round(share * 100)} %`,
     what: `trunk pinned, expert cache ${Math.round(share * 100)} % of the pool, page cache dropped before every pass`,

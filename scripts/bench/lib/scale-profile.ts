@@ -54,10 +54,10 @@ export interface ScaleRun {
   disk_sequential: DiskProbe[];
   disk_random: DiskProbe[];
   disk_mixed: DiskProbe[];
-  /** The sequential and random probes again after the steps (--disk-after), else empty. */
+  /** The probes again after the steps (--disk-after), else empty. */
   disk_sequential_after: DiskProbe[];
-  disk_mixed_after: DiskProbe[];
   disk_random_after: DiskProbe[];
+  disk_mixed_after: DiskProbe[];
   /** The triad alone and while expert-sized reads run beside it, and (--repeat) the steps
    * again beside such reads (--beside-reads). */
   beside_reads: { triad_alone: number; triad_reading: number; triad_read_bytes_per_s: number; steps_read_bytes_per_s: number; steps: number[] } | null;

@@ -36,6 +36,7 @@ import {
   passWaits,
   probeRate,
   diskConcurrency,
+  largestBlock,
   steadySteps,
   verifyFactors,
   type DiskProbe,
@@ -287,8 +288,7 @@ const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 /** A run's disk rate from the probe just before it and the same probe just after: the time
  * the two took for the same bytes, averaged (each probe's largest block size). */
 function aroundRun(before: DiskProbe[], after: DiskProbe[]): number | undefined {
-  const largest = (d: DiskProbe[]) => (d.length ? d.reduce((a, b) => (b.block > a.block ? b : a)) : undefined);
-  const [b, a] = [largest(before), largest(after)];
+  const [b, a] = [largestBlock(before), largestBlock(after)];
   if (!b) return undefined;
   return a ? 2 / (1 / probeRate(b) + 1 / probeRate(a)) : probeRate(b);
 }

@@ -161,6 +161,12 @@ export function probeRate(d: DiskProbe): number {
   return d.bytes / d.seconds;
 }
 
+/** The probe of the largest block size among a run's sequential probes (the trunk reader's
+ * whole-tensor reads), or undefined when there is none. */
+export function largestBlock(d: DiskProbe[]): DiskProbe | undefined {
+  return d.length ? d.reduce((a, b) => (b.block > a.block ? b : a)) : undefined;
+}
+
 /**
  * Both kinds of read at once against one after the other (forecast.h's disk_concurrency):
  * the time the mixed probe's bytes would take read at the sequential and random probes'
@@ -171,8 +177,8 @@ export function probeRate(d: DiskProbe): number {
  */
 export function diskConcurrency(r: ScaleRun): number | undefined {
   const timed = (seq: DiskProbe[], rnd: DiskProbe[], mixed: DiskProbe[]) => {
-    if (!seq.length || !rnd.length || !mixed.length) return undefined;
-    const s = seq.reduce((a, b) => (b.block > a.block ? b : a));
+    const s = largestBlock(seq);
+    if (!s || !rnd.length || !mixed.length) return undefined;
     const experts = rnd[0].bytes;
     return { shared: (mixed[0].bytes - experts) / probeRate(s) + experts / probeRate(rnd[0]), took: mixed[0].seconds };
   };

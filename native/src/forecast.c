@@ -98,10 +98,15 @@ k3_status forecast_profile_load(const char *path, forecast_profile *out, k3_erro
         out->verify_factor[i] = g;
     }
     out->n_verify = (int)nv;
-    if (s == K3_OK && json_get(r, "disk_concurrency") &&
-        (!json_number(json_get(r, "disk_concurrency"), &out->disk_concurrency) ||
-         !(out->disk_concurrency >= 0.1 && out->disk_concurrency <= 10.0)))
-        s = error_set(err, K3_ERR_FORMAT, "%s: disk_concurrency must be a number from 0.1 to 10", path);
+    const json_value *concurrency = json_get(r, "disk_concurrency");
+    if (s == K3_OK && concurrency) {
+        if (!json_number(concurrency, &out->disk_concurrency))
+            s = error_set(err, K3_ERR_FORMAT, "%s: disk_concurrency must be a number from 0.1 to 10, found %s", path,
+                          json_type_name(json_type(concurrency)));
+        else if (!(out->disk_concurrency >= 0.1 && out->disk_concurrency <= 10.0))
+            s = error_set(err, K3_ERR_FORMAT, "%s: disk_concurrency must be a number from 0.1 to 10, found %g", path,
+                          out->disk_concurrency);
+    }
     const json_value *check = json_get(r, "check");
     int64_t configurations = 0, within = 0;
     double worst = 0.0;

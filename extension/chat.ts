@@ -11,7 +11,7 @@ import type {
   ConversationView,
   FromWebview,
   ToWebview,
-} from '../server/protocol';
+} from '../protocol/webview';
 
 /** What a finished reply reports. */
 export interface ReplyResult {

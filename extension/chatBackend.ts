@@ -17,15 +17,17 @@ import {
   ConversationClearRequest,
   ConversationGetRequest,
   ConversationListRequest,
-  type ChatAvailabilityView,
   type ChatMessage,
-  type ChatMessageView,
   type ChatStreamParams,
   type Conversation,
+  type K3ErrorData,
+} from '../protocol/lsp';
+import {
+  type ChatAvailabilityView,
+  type ChatMessageView,
   type ConversationSummaryView,
   type ConversationView,
-  type K3ErrorData,
-} from '../server/protocol';
+} from '../protocol/webview';
 import type { ChatBackend, ReplyResult } from './chat';
 import { describeChatAvailability, type ChatFacts } from './engineText';
 

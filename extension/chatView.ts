@@ -4,7 +4,7 @@
 // ChatController. The conversation logic is in chat.ts; the page itself in webview/.
 import * as crypto from 'node:crypto';
 import * as vscode from 'vscode';
-import type { ChatActionView, ToWebview } from '../server/protocol';
+import type { ChatActionView, ToWebview } from '../protocol/webview';
 import { ChatController, parseFromWebview, type ChatBackend } from './chat';
 
 export const CHAT_VIEW_ID = 'k3.chat';

@@ -14,7 +14,7 @@ import {
   type LanguageClientOptions,
   type ServerOptions,
 } from 'vscode-languageclient/node';
-import type { InitializationOptions } from '../server/protocol';
+import type { InitializationOptions } from '../protocol/lsp';
 import type { CompletionPolicy } from './completions';
 import type { CrashDecision } from './restart';
 import { serverSection, type Settings } from './settings';

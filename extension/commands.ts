@@ -2,7 +2,7 @@
 // declares the same ids with their titles (a test checks that the two agree); the status
 // bar menu lists them from package.json, so titles are written once.
 import * as vscode from 'vscode';
-import { PresetsListRequest, type PresetInfo } from '../server/protocol';
+import { PresetsListRequest, type PresetInfo } from '../protocol/lsp';
 import { describeRequestError } from './chatBackend';
 import type { Ctx } from './ctx';
 import { checkModelFolder } from './modelFolder';

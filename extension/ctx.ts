@@ -17,7 +17,7 @@ import {
   type K3Action,
   type ModelInfo,
   type StatusResult,
-} from '../server/protocol';
+} from '../protocol/lsp';
 import { describeRequestError } from './chatBackend';
 import { ServerChatBackend } from './chatBackend';
 import { CHAT_VIEW_ID, ChatViewProvider } from './chatView';

@@ -1,6 +1,7 @@
 // engineText.ts - sentences about the engine's state for places other than the status bar:
 // the chat panel's notice and its buttons. One wording per state, next to status.ts's.
-import type { ChatAvailabilityView, ModelInfo } from '../server/protocol';
+import type { ModelInfo } from '../protocol/lsp';
+import type { ChatAvailabilityView } from '../protocol/webview';
 import { formatDuration, type EngineView } from './status';
 
 /** What the chat panel's notice is made from (the latest k3/status, as ctx.ts keeps it). */

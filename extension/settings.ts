@@ -4,7 +4,7 @@
 // It takes the configuration as an argument and imports `vscode` only for types, so it runs
 // in unit tests; it does not watch for changes (ctx.ts does).
 import type * as vscode from 'vscode';
-import type { SettingsSection } from '../server/protocol';
+import type { SettingsSection } from '../protocol/lsp';
 
 export interface CompletionSettings {
   /** Ghost text while typing; when false only the manual trigger asks. */

@@ -2,7 +2,7 @@
 // client's own activity and the settings to the item's text, tooltip and accessible label.
 // It never decides anything; ctx.ts feeds it and paints the item. Kept free of `vscode`
 // values so unit tests can check every state's wording.
-import type { K3Action, ModelInfo, RemoteServerKind, RemoteStatus, StatusResult } from '../server/protocol';
+import type { K3Action, ModelInfo, RemoteServerKind, RemoteStatus, StatusResult } from '../protocol/lsp';
 import { formatBytes } from './presets';
 
 /** What the engine is doing, as the extension understands it. */

@@ -19,7 +19,7 @@ import {
   type LoadProgress,
   type PresetInfo,
   type ServerSettings,
-} from './protocol';
+} from '../protocol/lsp';
 import { Scheduler } from './scheduler';
 import { DEFAULT_SETTINGS, mergeSettings } from './settings';
 import { RemoteBackend } from './remote/backend';

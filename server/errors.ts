@@ -1,10 +1,16 @@
 // errors.ts - how failures leave the server: a K3Failure carries the protocol's error kind,
-// code and action (server/protocol.ts); engine errors are classified here, in one table;
+// code and action (protocol/lsp.ts); engine errors are classified here, in one table;
 // toResponseError() turns anything thrown by a handler into the JSON-RPC error the client
 // sees. Nothing here logs or decides retries.
 import { ErrorCodes, LSPErrorCodes, ResponseError } from 'vscode-languageserver';
 import { EngineError } from './engine/engine';
-import { type K3Action, type K3ErrorData, K3ErrorCodes, type K3ErrorKind, type K3Problem } from './protocol';
+import {
+  type K3Action,
+  type K3ErrorData,
+  K3ErrorCodes,
+  type K3ErrorKind,
+  type K3Problem,
+} from '../protocol/lsp';
 
 const ACTIONS: Record<K3Action['kind'], string> = {
   'choose-model-folder': 'Choose Model Folder…',

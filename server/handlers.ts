@@ -28,7 +28,7 @@ import {
   RemoteApiKeyRequest,
   StateClearRequest,
   StatusRequest,
-} from './protocol';
+} from '../protocol/lsp';
 
 /** What the preset list says with a remote backend. */
 const LOCAL_ONLY_PRESETS = 'Memory presets apply to the local engine only; completions and chat now go to the remote server (k3.backend).';

@@ -5,7 +5,7 @@
 // any moment: waiting, it leaves the queue; running, its session is cancelled and the
 // engine stops within one forward pass. It knows nothing about prompts or results.
 import { Cancelled } from './errors';
-import type { JobStatus } from './protocol';
+import type { JobStatus } from '../protocol/lsp';
 
 export type Lane = 'completion' | 'chat';
 

@@ -3,7 +3,7 @@
 // into checked values. A value of the wrong type or out of range keeps the default; keys the
 // server does not use (ghost-text policy, debounce) are ignored.
 import * as os from 'node:os';
-import type { ServerSettings, SettingsSection } from './protocol';
+import type { ServerSettings, SettingsSection } from '../protocol/lsp';
 
 export const DEFAULT_SETTINGS: ServerSettings = {
   completions: {

@@ -5,7 +5,12 @@
 // job changes, otherwise at most every NOTIFY_MS.
 import { loadAddon } from './engine/addon';
 import type { ServerCtx } from './ctx';
-import { type ChatTurnStats, type CompletionStats, DidChangeStatusNotification, type StatusResult } from './protocol';
+import {
+  type ChatTurnStats,
+  type CompletionStats,
+  DidChangeStatusNotification,
+  type StatusResult,
+} from '../protocol/lsp';
 
 export const NOTIFY_MS = 250;
 

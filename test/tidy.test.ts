@@ -8,7 +8,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { repoRoot } from './support/paths';
 
-const SOURCE_DIRS = ['extension', 'server', 'webview', 'scripts', 'test', 'training', 'native/src', 'native/include', 'native/tools', 'native/tests', 'native/addon', 'native/fuzz'];
+const SOURCE_DIRS = ['protocol', 'extension', 'server', 'webview', 'scripts', 'test', 'training', 'native/src', 'native/include', 'native/tools', 'native/tests', 'native/addon', 'native/fuzz'];
 const SOURCE_EXT = /\.(ts|mjs|js|c|h|cc|py)$/;
 const SKIP_DIRS = new Set(['node_modules', 'data', 'build']);
 // Dot folders are git-ignored work (training/.corpus holds other projects' sources, training/.runs checkpoints).
@@ -46,6 +46,22 @@ test('server code never imports vscode', () => {
     /(from\s+['"]vscode['"]|require\(\s*['"]vscode['"]\s*\))/.test(read(f)),
   );
   assert.deepEqual(offenders.map(rel), []);
+});
+
+test('protocol/ imports nothing of the sides that share it', () => {
+  // The extension, the server and the webview all import protocol/; a dependency the other
+  // way would pull one side's code into another's bundle. Only its own files and the LSP
+  // type package are allowed.
+  const offenders: string[] = [];
+  for (const f of walk(path.join(repoRoot, 'protocol'))) {
+    for (const m of read(f).matchAll(/(?:from|import|require\()\s*['"]([^'"]+)['"]/g)) {
+      const spec = m[1];
+      const own = spec.startsWith('./') && !spec.includes('..');
+      if (!own && spec !== 'vscode-languageserver-protocol') offenders.push(`${rel(f)} imports ${spec}`);
+    }
+  }
+  assert.ok(walk(path.join(repoRoot, 'protocol')).length >= 2, 'protocol/ holds lsp.ts and webview.ts');
+  assert.deepEqual(offenders, []);
 });
 
 test('the addon includes only the public engine header besides its own, napi and the C++ library', () => {

@@ -4,7 +4,7 @@
 // answer starts; a reply whose thinking never ended is shown as the answer. A reply from a
 // model not trained for chat is plain text with a label saying so. It has no access to
 // the engine or the files; the only thing it keeps itself (vscode.setState) is the draft.
-import type { ChatMessageView, FromWebview, ToWebview } from '../server/protocol';
+import type { ChatMessageView, FromWebview, ToWebview } from '../protocol/webview';
 import { renderMarkdown } from './markdown';
 import { initialState, reduce, shownParts, streamingMessageId, type PageState } from './state';
 

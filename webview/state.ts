@@ -1,7 +1,13 @@
 // state.ts - the chat page's state and the one function that changes it: every message the
 // host sends (ToWebview) goes through reduce(), an exhaustive switch. Pure, so unit tests
 // check it without a DOM; main.ts renders the result.
-import type { ChatAvailabilityView, ChatMessageView, ConversationSummaryView, ConversationView, ToWebview } from '../server/protocol';
+import type {
+  ChatAvailabilityView,
+  ChatMessageView,
+  ConversationSummaryView,
+  ConversationView,
+  ToWebview,
+} from '../protocol/webview';
 
 export interface PageState {
   conversations: ConversationSummaryView[];

@@ -24,7 +24,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { DidCloseTextDocumentNotification } from 'vscode-languageserver-protocol/node';
 import { loopStart } from '../../server/completion/filters';
-import { type StatusResult, StatusRequest } from '../../server/protocol';
+import { type StatusResult, StatusRequest } from '../../protocol/lsp';
 import { type ServerHandle, startServer, waitReady } from '../../test/support/lsp';
 import { repoRoot } from '../../test/support/paths';
 import { rng } from '../../test/tokenizer/corpus';

@@ -11,7 +11,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { ChatSendRequest, ModelLoadRequest } from '../../server/protocol';
+import { ChatSendRequest, ModelLoadRequest } from '../../protocol/lsp';
 import { type ServerHandle, startServer, waitReady } from '../../test/support/lsp';
 import { repoRoot } from '../../test/support/paths';
 

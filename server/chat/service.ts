@@ -28,7 +28,7 @@ import {
   type Conversation,
   type ConversationSummary,
   type K3Problem,
-} from '../protocol';
+} from '../../protocol/lsp';
 import { Job } from '../scheduler';
 import { remoteTurn } from '../remote/chat';
 import type { LoadedEngine } from '../engine/host';

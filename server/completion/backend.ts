@@ -5,7 +5,7 @@
 // prompt with the backend's encoder, keeps the cache and post-processes the text; a
 // backend only turns a laid-out prompt into generated text, filling the request's numbers.
 import type { LoadedEngine } from '../engine/host';
-import type { CompletionStats } from '../protocol';
+import type { CompletionStats } from '../../protocol/lsp';
 import type { Job } from '../scheduler';
 import { type Encoder, FIM_NAMES, type FimTokens, type Layout } from './layout';
 

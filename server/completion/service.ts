@@ -12,7 +12,7 @@ import * as crypto from 'node:crypto';
 import type { CancellationToken, InlineCompletionList, InlineCompletionParams } from 'vscode-languageserver';
 import type { ServerCtx } from '../ctx';
 import { Cancelled, engineFailure, invalidRequest } from '../errors';
-import type { CompletionStats } from '../protocol';
+import type { CompletionStats } from '../../protocol/lsp';
 import { Job } from '../scheduler';
 import { type CompletionBackend, localCompletionBackend } from './backend';
 import { CompletionCache } from './cache';

@@ -11,7 +11,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ChatRenderer } from '../chat/render';
 import { Cancelled, K3Failure, modelLoadFailure } from '../errors';
-import type { EnginePhase, K3Problem, LoadProgress, ModelInfo, ServerSettings } from '../protocol';
+import type { EnginePhase, K3Problem, LoadProgress, ModelInfo, ServerSettings } from '../../protocol/lsp';
 import type { Scheduler } from '../scheduler';
 import { engineThreads } from '../settings';
 import type { WorkspaceStore } from '../state/store';

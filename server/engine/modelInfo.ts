@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { K3Failure } from '../errors';
-import type { ModelInfo } from '../protocol';
+import type { ModelInfo } from '../../protocol/lsp';
 import { readRegularFile } from '../state/files';
 
 /** Most bytes of a config.json read here (the released K3's is a few KB). */

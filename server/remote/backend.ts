@@ -12,7 +12,14 @@ import * as path from 'node:path';
 import type { CompletionBackend } from '../completion/backend';
 import { Tokenizer } from '../engine/tokenizer';
 import { action, Cancelled, K3Failure } from '../errors';
-import type { EnginePhase, JobStatus, K3Problem, RemoteOptions, RemoteServerKind, RemoteStatus } from '../protocol';
+import type {
+  EnginePhase,
+  JobStatus,
+  K3Problem,
+  RemoteOptions,
+  RemoteServerKind,
+  RemoteStatus,
+} from '../../protocol/lsp';
 import type { Job } from '../scheduler';
 import { remoteCompletionBackend } from './completion';
 import { contextFromMessage, displayUrl, RemoteError, requestJson, streamEvents } from './http';

@@ -10,7 +10,7 @@
 // state to save, so a turn costs what the server's prefix cache does not hold. The chat
 // service records the turn.
 import { Cancelled, K3Failure } from '../errors';
-import type { ChatStopReason, ChatTurnStats } from '../protocol';
+import type { ChatStopReason, ChatTurnStats } from '../../protocol/lsp';
 import type { Job } from '../scheduler';
 import type { StoredConversation, StoredMessage } from '../state/store';
 import type { RemoteBackend } from './backend';

@@ -3,7 +3,7 @@
 // `GET /v1/models` tells which server answers and its context size, and which route checks
 // the API key without a generation. Everything a server says is checked before use: a
 // listing that is not the API's shape lists no model. It sends nothing (backend.ts does).
-import type { RemoteServerKind } from '../protocol';
+import type { RemoteServerKind } from '../../protocol/lsp';
 
 /** A model `GET /v1/models` lists. */
 export interface ListedModel {

@@ -3,7 +3,7 @@
 // field, and workspace.json. Parsing never throws: it returns the value or the sentence
 // saying why the text is not one. It does no file IO.
 import * as path from 'node:path';
-import type { ChatMessage, ChatStopReason } from '../protocol';
+import type { ChatMessage, ChatStopReason } from '../../protocol/lsp';
 
 export const CONVERSATION_FORMAT = 'k3-conversation';
 export const CONVERSATION_VERSION = 1;

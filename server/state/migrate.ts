@@ -9,7 +9,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { action } from '../errors';
-import type { K3Problem } from '../protocol';
+import type { K3Problem } from '../../protocol/lsp';
 import { isParseFailure, parseConversation, parseWorkspace, workspaceText } from './format';
 import { describeFsError, entryKind, isRegularFile, readRegularFile, writeFileAtomic } from './files';
 

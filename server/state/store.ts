@@ -17,7 +17,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { action } from '../errors';
-import type { K3Problem } from '../protocol';
+import type { K3Problem } from '../../protocol/lsp';
 import {
   type StoredConversation,
   type WorkspaceFile,

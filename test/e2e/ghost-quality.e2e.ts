@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { after, test } from 'node:test';
 import type { InlineCompletionItem } from 'vscode-languageserver-protocol';
-import { type CompletionStats, StatusRequest } from '../../server/protocol';
+import { type CompletionStats, StatusRequest } from '../../protocol/lsp';
 import { startServer, waitReady } from '../support/lsp';
 import { ghostText, installedExtension, startSession, step, waitForFile, waitForStatus, type Session } from './harness';
 

@@ -4,7 +4,7 @@
 // Copy and Insert reach the editor side, and the history is restored from the backend.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { ConversationView, ToWebview } from '../../server/protocol';
+import type { ConversationView, ToWebview } from '../../protocol/webview';
 import { ChatController, parseFromWebview, titleFrom, type ChatBackend, type ReplyResult } from '../../extension/chat';
 import { describeChatAvailability } from '../../extension/engineText';
 

@@ -3,7 +3,7 @@
 // (extension/restart.ts), and the preset picker's items (extension/presets.ts).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { StatusResult } from '../../server/protocol';
+import type { StatusResult } from '../../protocol/lsp';
 import { presetItems, wholeModelNote } from '../../extension/presets';
 import { RestartPolicy } from '../../extension/restart';
 import { describeEngineForChat } from '../../extension/engineText';

@@ -14,7 +14,7 @@ import { once } from 'node:events';
 import * as http from 'node:http';
 import * as readline from 'node:readline';
 import { after, test } from 'node:test';
-import { ChatSendRequest, K3ErrorCodes, RemoteApiKeyRequest, StatusRequest } from '../../server/protocol';
+import { ChatSendRequest, K3ErrorCodes, RemoteApiKeyRequest, StatusRequest } from '../../protocol/lsp';
 import { closedPort, failure, longFile, remoteInit, withLanguageServer } from '../serve/remote-client';
 
 const BIN = process.env.LLAMA_SERVER ?? '';

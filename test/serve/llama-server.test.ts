@@ -9,7 +9,13 @@
 // notifications, recorded requests), never time.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ChatSendRequest, ChatStopRequest, K3ErrorCodes, RemoteApiKeyRequest, StatusRequest } from '../../server/protocol';
+import {
+  ChatSendRequest,
+  ChatStopRequest,
+  K3ErrorCodes,
+  RemoteApiKeyRequest,
+  StatusRequest,
+} from '../../protocol/lsp';
 import { startServer, TEST_TIMEOUT_MS } from '../support/lsp';
 import { promptTokens } from './fakes/core';
 import { startLlamaServer } from './fakes/llama-server';

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { ResponseError } from 'vscode-languageserver-protocol/node';
-import type { InitializationOptions, K3ErrorData } from '../../server/protocol';
+import type { InitializationOptions, K3ErrorData } from '../../protocol/lsp';
 import { type ServerHandle, startServer } from '../support/lsp';
 import { addonFile } from '../support/paths';
 

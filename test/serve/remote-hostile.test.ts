@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import type * as http from 'node:http';
 import { test } from 'node:test';
-import { ChatSendRequest, K3ErrorCodes, StatusRequest } from '../../server/protocol';
+import { ChatSendRequest, K3ErrorCodes, StatusRequest } from '../../protocol/lsp';
 import { type ServerHandle, TEST_TIMEOUT_MS } from '../support/lsp';
 import { type FakeServer, json, type Recorded, startFake } from './fakes/core';
 import { failure, remoteInit, withLanguageServer } from './remote-client';

@@ -22,7 +22,7 @@ import {
   RemoteApiKeyRequest,
   StatusRequest,
   type InitializationOptions,
-} from '../../server/protocol';
+} from '../../protocol/lsp';
 import { ensureFixture } from '../support/fixtures';
 import { type ServerHandle, startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';
 import { addonFile } from '../support/paths';

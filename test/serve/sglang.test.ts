@@ -6,7 +6,7 @@
 // `reasoning_content` deltas and usage without cached tokens; an error event before [DONE].
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ChatSendRequest, K3ErrorCodes, RemoteApiKeyRequest } from '../../server/protocol';
+import { ChatSendRequest, K3ErrorCodes, RemoteApiKeyRequest } from '../../protocol/lsp';
 import { TEST_TIMEOUT_MS } from '../support/lsp';
 import { startSglang } from './fakes/sglang';
 import { failure, remoteInit, withLanguageServer } from './remote-client';

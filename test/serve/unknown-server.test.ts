@@ -5,7 +5,7 @@
 // drives the language server.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { RemoteApiKeyRequest } from '../../server/protocol';
+import { RemoteApiKeyRequest } from '../../protocol/lsp';
 import { TEST_TIMEOUT_MS } from '../support/lsp';
 import { event, json, startEvents, startFake } from './fakes/core';
 import { remoteInit, withLanguageServer } from './remote-client';

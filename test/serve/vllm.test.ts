@@ -7,7 +7,7 @@
 // while it loads, then ready with no restart.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ChatSendRequest, K3ErrorCodes, RemoteApiKeyRequest, StatusRequest } from '../../server/protocol';
+import { ChatSendRequest, K3ErrorCodes, RemoteApiKeyRequest, StatusRequest } from '../../protocol/lsp';
 import { ensureFixture } from '../support/fixtures';
 import { startServer, TEST_TIMEOUT_MS } from '../support/lsp';
 import { startVllm } from './fakes/vllm';

@@ -12,7 +12,13 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { ChatRenderer, generationPromptSegments, messageSegments } from '../../server/chat/render';
 import { Tokenizer } from '../../server/engine/tokenizer';
-import { ChatSendRequest, ChatStopRequest, ConversationGetRequest, ConversationListRequest, StatusRequest } from '../../server/protocol';
+import {
+  ChatSendRequest,
+  ChatStopRequest,
+  ConversationGetRequest,
+  ConversationListRequest,
+  StatusRequest,
+} from '../../protocol/lsp';
 import { linkCopy, rewrite } from '../support/checkpoint-edit';
 import { engine, greedyIncremental } from '../support/engine';
 import { ensureFixture } from '../support/fixtures';

@@ -11,7 +11,7 @@ import { after, before, test } from 'node:test';
 import { fimTokens } from '../../server/completion/backend';
 import { FIM_NAMES, FIM_SUFFIX_TOKENS, fimSuffixIds, layoutPrompt } from '../../server/completion/layout';
 import { Tokenizer } from '../../server/engine/tokenizer';
-import { type StatusResult, StatusRequest } from '../../server/protocol';
+import { type StatusResult, StatusRequest } from '../../protocol/lsp';
 import { type ServerHandle, startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';
 import { addonFile, repoRoot } from '../support/paths';
 

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import { loopStart } from '../../server/completion/filters';
-import { type StatusResult, StatusRequest } from '../../server/protocol';
+import { type StatusResult, StatusRequest } from '../../protocol/lsp';
 import { type ServerHandle, startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';
 import { repoRoot } from '../support/paths';
 

@@ -10,7 +10,7 @@ import { CancellationTokenSource, LSPErrorCodes, ResponseError } from 'vscode-la
 import { Model } from '../../server/engine/engine';
 import { COMPLETION_CHECKPOINTS, COMPLETION_MARGIN } from '../../server/engine/host';
 import { Tokenizer } from '../../server/engine/tokenizer';
-import { type StatusResult, StatusRequest } from '../../server/protocol';
+import { type StatusResult, StatusRequest } from '../../protocol/lsp';
 import { engine, greedyIncremental, healedGreedy, ordinaryTokenBytes } from '../support/engine';
 import { ensureFixture } from '../support/fixtures';
 import { type ServerHandle, startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';

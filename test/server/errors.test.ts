@@ -18,7 +18,7 @@ import {
   K3ErrorCodes,
   ModelLoadRequest,
   StatusRequest,
-} from '../../server/protocol';
+} from '../../protocol/lsp';
 import { linkCopy, rewrite } from '../support/checkpoint-edit';
 import { ensureFixture } from '../support/fixtures';
 import { type ServerHandle, startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';

@@ -13,7 +13,7 @@ import {
   StreamMessageReader,
   StreamMessageWriter,
 } from 'vscode-languageserver-protocol/node';
-import { StatusRequest } from '../../server/protocol';
+import { StatusRequest } from '../../protocol/lsp';
 import { serverBundle } from '../support/paths';
 
 test('the server answers initialize with inline completion and k3/status with the engine version', async () => {

@@ -13,7 +13,14 @@ import { test } from 'node:test';
 import { ResponseError } from 'vscode-languageserver-protocol/node';
 import { COMPLETION_MODEL_REPLY_TOKENS } from '../../server/chat/service';
 import { Tokenizer } from '../../server/engine/tokenizer';
-import { ChatSendRequest, ConversationListRequest, K3ErrorCodes, ModelLoadRequest, StatusRequest, type K3ErrorData } from '../../server/protocol';
+import {
+  ChatSendRequest,
+  ConversationListRequest,
+  K3ErrorCodes,
+  ModelLoadRequest,
+  StatusRequest,
+  type K3ErrorData,
+} from '../../protocol/lsp';
 import { linkCopy, rewrite } from '../support/checkpoint-edit';
 import { ensureFixture } from '../support/fixtures';
 import { startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';

@@ -19,7 +19,7 @@ import {
   PresetsSetRequest,
   StateClearRequest,
   StatusRequest,
-} from '../../server/protocol';
+} from '../../protocol/lsp';
 import { ensureFixture } from '../support/fixtures';
 import { startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';
 

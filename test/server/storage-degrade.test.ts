@@ -9,7 +9,13 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import { ErrorCodes, ResponseError } from 'vscode-languageserver-protocol/node';
-import { ChatSendRequest, ConversationClearRequest, ConversationListRequest, StatusRequest, type K3ErrorData } from '../../server/protocol';
+import {
+  ChatSendRequest,
+  ConversationClearRequest,
+  ConversationListRequest,
+  StatusRequest,
+  type K3ErrorData,
+} from '../../protocol/lsp';
 import { WorkspaceStore } from '../../server/state/store';
 import { ensureFixture } from '../support/fixtures';
 import { startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';

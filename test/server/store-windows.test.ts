@@ -10,7 +10,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import type { K3Problem } from '../../server/protocol';
+import type { K3Problem } from '../../protocol/lsp';
 import { LOCK_WAIT_MS } from '../../server/state/lock';
 import { type StoredConversation, WorkspaceStore } from '../../server/state/store';
 

@@ -12,7 +12,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import type { K3Problem } from '../../server/protocol';
+import type { K3Problem } from '../../protocol/lsp';
 import { type StoredConversation, WorkspaceStore, writeFileAtomic } from '../../server/state/store';
 
 // Run as its own child (below): one atomic write of 100 KB under the caller's file-size limit.

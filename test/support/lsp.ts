@@ -30,7 +30,7 @@ import {
   type K3Problem,
   type StatusResult,
   StatusRequest,
-} from '../../server/protocol';
+} from '../../protocol/lsp';
 import { serverBundle } from './paths';
 
 /** A bound for tests that drive a server: a lost event fails the test instead of hanging

@@ -3,7 +3,7 @@
 // replaces or appends, and focus requests are counted.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { ChatMessageView, ConversationView } from '../../server/protocol';
+import type { ChatMessageView, ConversationView } from '../../protocol/webview';
 import { initialState, reduce, shownParts, streamingMessageId } from '../../webview/state';
 
 const reply: ChatMessageView = { id: 'm2', role: 'assistant', content: '', reasoning: '', state: 'streaming' };

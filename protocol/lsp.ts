@@ -1,8 +1,8 @@
-// protocol.ts - the one typed description of every custom LSP method (`k3/*`) between the
-// extension and the server, and of the webview messages (last section). The extension and
-// the webview import its types; the server implements them. Standard LSP (initialize,
-// text sync, textDocument/inlineCompletion, $/progress, $/cancelRequest) is not repeated
-// here. Documented for humans, with every error and action, in docs/PROTOCOL.md.
+// lsp.ts - the one typed description of every custom LSP method (`k3/*`) between the
+// extension and the server. The extension imports its types; the server implements them;
+// it imports nothing of either side (test/tidy.test.ts holds that). The chat page's
+// messages are in ./webview.ts. Standard LSP (initialize, text sync,
+// textDocument/inlineCompletion, $/progress, $/cancelRequest) is not repeated here. Documented for humans, with every error and action, in docs/PROTOCOL.md.
 import { NotificationType, RequestType, RequestType0 } from 'vscode-languageserver-protocol';
 
 // ---- Initialization and settings ------------------------------------------------------
@@ -554,87 +554,3 @@ export namespace StateClearRequest {
   export const type = new RequestType0<{ removedFiles: number }, void>(method);
 }
 
-// ---------------------------------------------------------------------------------------
-// Webview messages (owned by the extension side; the server never sees them).
-// The chat page (webview/) and its host (extension/chatView.ts) talk only through these
-// two unions, each handled by one exhaustive `switch`. The page renders what it is told
-// and keeps nothing the host does not also know: the conversations themselves live with
-// the host (and, through the host, in the server's per-workspace state).
-// ---------------------------------------------------------------------------------------
-
-/** One message of a conversation, as the chat page shows it. */
-export interface ChatMessageView {
-  id: string;
-  role: 'user' | 'assistant';
-  /** Markdown, as the model wrote it (rendered and sanitised in the page). */
-  content: string;
-  /** The model's reasoning, shown collapsed; empty when it gave none. */
-  reasoning: string;
-  /** `streaming` while tokens arrive; `stopped` when the user pressed Stop. */
-  state: 'streaming' | 'done' | 'stopped' | 'error';
-  /** Shown with the reply: a model not trained for chat wrote it (its name). */
-  completionModel?: string;
-  /** Shown under the reply: what happened on the way (a saved state that could not be
-   * used, another window's version of the conversation kept instead of this reply). */
-  note?: string;
-  /** Why a reply failed, when `state` is `error`. */
-  error?: string;
-}
-
-export interface ConversationSummaryView {
-  id: string;
-  title: string;
-  /** Milliseconds since the epoch of the last message. */
-  updatedAt: number;
-}
-
-export interface ConversationView extends ConversationSummaryView {
-  messages: ChatMessageView[];
-}
-
-/** What a notice's button does (the host runs the matching command). */
-export type ChatActionView = 'choose-model-folder' | 'open-remote-settings';
-
-/** Whether the chat can answer now, and the sentences and ways out shown above the input. */
-export interface ChatAvailabilityView {
-  canSend: boolean;
-  /** Why it cannot answer, what it is doing (loading), or what to know before sending (a
-   * model not trained for chat, history that cannot be kept); '' for nothing. */
-  notice: string;
-  /** Buttons under the notice. */
-  actions: { action: ChatActionView; title: string }[];
-}
-
-/** Host -> page. */
-export type ToWebview =
-  /** Everything the page shows, sent after `ready` and whenever it must be redrawn whole. */
-  | {
-      type: 'snapshot';
-      conversations: ConversationSummaryView[];
-      current: ConversationView | null;
-      availability: ChatAvailabilityView;
-    }
-  /** A piece of a reply being streamed into `messageId` of `conversationId`. */
-  | { type: 'delta'; conversationId: string; messageId: string; channel: 'content' | 'reasoning'; text: string }
-  /** A message changed as a whole (added, finished, stopped or failed). */
-  | { type: 'message'; conversationId: string; message: ChatMessageView }
-  | { type: 'availability'; availability: ChatAvailabilityView }
-  /** Move keyboard focus to the input (the K3: New Chat command, the view being revealed). */
-  | { type: 'focusInput' };
-
-/** Page -> host. */
-export type FromWebview =
-  /** The page has loaded and wants a snapshot. */
-  | { type: 'ready' }
-  /** `conversationId` null starts a new conversation with this message. */
-  | { type: 'send'; conversationId: string | null; text: string }
-  | { type: 'stop'; conversationId: string }
-  | { type: 'newChat' }
-  | { type: 'openConversation'; conversationId: string }
-  | { type: 'deleteConversation'; conversationId: string }
-  /** A code block's Copy button. */
-  | { type: 'copy'; text: string }
-  /** A code block's Insert button: insert at the cursor of the last active editor. */
-  | { type: 'insert'; text: string }
-  /** A button of the notice. */
-  | { type: 'action'; action: ChatActionView };

@@ -15,8 +15,7 @@
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { CancellationToken } from 'vscode-languageserver';
-import type { ServerCtx } from '../ctx';
+import type { CancellationToken, Connection } from 'vscode-languageserver';
 import { EngineError } from '../engine/engine';
 import { action, Cancelled, K3Failure, engineFailure, invalidRequest } from '../errors';
 import {
@@ -28,12 +27,16 @@ import {
   type Conversation,
   type ConversationSummary,
   type K3Problem,
+  type ServerSettings,
 } from '../../protocol/lsp';
-import { Job } from '../scheduler';
+import { Job, type Scheduler } from '../scheduler';
+import type { RemoteBackend } from '../remote/backend';
 import { remoteTurn } from '../remote/chat';
-import type { LoadedEngine } from '../engine/host';
+import type { EngineHost, LoadedEngine } from '../engine/host';
 import type { EngineSession, GenerateResult, PrefillResult } from '../engine/runner';
-import type { SavedStateRef, StoredConversation, StoredMessage } from '../state/store';
+import type { StatusReporter } from '../status';
+import type { SavedStateRef, StoredConversation, StoredMessage, WorkspaceStore } from '../state/store';
+import { ChatRenderer } from './render';
 
 /** Drafting material: the last this many tokens of the conversation. */
 const DRAFT_WINDOW = 8192;
@@ -112,12 +115,43 @@ function checkSendParams(p: unknown): ChatSendParams {
   return v as unknown as ChatSendParams;
 }
 
+/** What the chat service uses of the server that holds it (ServerCtx implements it). Read
+ * on every turn: the settings, the store, the backend and the loaded model change. */
+export interface ChatServiceHost {
+  readonly settings: ServerSettings;
+  readonly store: WorkspaceStore;
+  readonly scheduler: Pick<Scheduler, 'run'>;
+  /** The local engine; `chatHeld` is the chat service's own bookkeeping, kept beside the
+   * sessions it describes so that a load or an unload forgets it. */
+  readonly host: Pick<EngineHost, 'ready' | 'chatHeld'>;
+  readonly remote: RemoteBackend | undefined;
+  /** Where each turn's numbers go. */
+  readonly status: Pick<StatusReporter, 'lastChat' | 'changed'>;
+  /** Streams the reply (k3/chat/didStream). */
+  readonly connection: Pick<Connection, 'sendNotification'>;
+  reportProblem(p: K3Problem): void;
+  log(message: string): void;
+}
+
 export class ChatService {
   /** The turn answering in each conversation: its job, and whether generation has begun
    * (a stop before that cancels the turn; after it, it ends the reply). */
   private readonly active = new Map<string, { job: Job; generating: boolean }>();
+  /** The chat format's renderer of each loaded model. */
+  private readonly renderers = new WeakMap<LoadedEngine, ChatRenderer>();
 
-  constructor(private readonly ctx: ServerCtx) {}
+  constructor(private readonly ctx: ChatServiceHost) {}
+
+  /** The chat renderer of a loaded model, made on first use. ServerCtx asks for it as the
+   * model loads, so a tokenizer without the chat format's special tokens fails the load. */
+  renderer(engine: LoadedEngine): ChatRenderer {
+    let renderer = this.renderers.get(engine);
+    if (!renderer) {
+      renderer = new ChatRenderer(engine.tokenizer);
+      this.renderers.set(engine, renderer);
+    }
+    return renderer;
+  }
 
   list(): ConversationSummary[] {
     return this.ctx.store.list().map(summary);
@@ -235,7 +269,7 @@ export class ChatService {
           const assistant: StoredMessage = { ...reply.message, id: messageId, completionModel };
           return this.recordTurn(conv, userMessage, assistant, reply.stats, true, warnings, 'continuation');
         }
-        const { renderer } = engine;
+        const renderer = this.renderer(engine);
         const foreign = this.dropForeignIds(conv, Math.min(engine.model.vocabSize, engine.tokenizer.vocabSize));
         if (foreign) warnings.push(foreign);
         const thinking = conv.thinking;
@@ -417,6 +451,7 @@ export class ChatService {
     generating: () => void,
   ): Promise<{ message: Omit<StoredMessage, 'id'>; stats: ChatTurnStats }> {
     const es = engine.chat;
+    const { stopIds } = this.renderer(engine);
     // A message is whole lines: the continuation starts on the next one.
     const prompt = Array.from(engine.tokenizer.encode(text.endsWith('\n') ? text : `${text}\n`, false));
     const prefill = await es.prefill(job, prompt, []);
@@ -426,11 +461,11 @@ export class ChatService {
     const gen = await es.generate(job, prompt, {
       maxTokens,
       specMax: this.ctx.settings.engine.speculation,
-      stopIds: engine.renderer.stopIds,
+      stopIds,
       contextIds: prompt,
       onTokens: (ids) => {
         let piece = '';
-        for (const id of ids) if (!engine.renderer.stopIds.includes(id)) piece += decoder.push(id);
+        for (const id of ids) if (!stopIds.includes(id)) piece += decoder.push(id);
         content += piece;
         if (piece) this.stream(conversationId, messageId, 'content', piece, job.tokens);
       },

@@ -45,12 +45,29 @@ const TITLE_CHARS = 60;
  * continues, not 2,048 tokens of it. */
 export const COMPLETION_MODEL_REPLY_TOKENS = 128;
 
-/** A reply's channels as shown: reasoning only when the model closed its thinking; a reply
- * whose thinking never ended (cut by the limit or a stop, or a model that never writes the
- * closing tag) is its answer. */
-export function shownReply(reasoning: string, content: string, thinkingClosed: boolean): { reasoning: string; content: string } {
-  if (thinkingClosed || content !== '') return { reasoning, content };
-  return { reasoning: '', content: reasoning };
+/** What a turn generated, local or remote. */
+export interface Reply {
+  reasoning: string;
+  content: string;
+  stopReason: ChatStopReason;
+}
+
+/** A reply as the history keeps it, the one place an assistant message is made. Its
+ * channels as shown: reasoning only when the model closed its thinking; a reply whose
+ * thinking never ended (cut by the limit or a stop, or a model that never writes the
+ * closing tag) is its answer. `ids`: the tokens the local engine decoded for it, which the
+ * next turn renders instead of encoding the text again. */
+export function assistantMessage(id: string, reply: Reply, thinkingClosed: boolean, ids?: number[]): StoredMessage {
+  const shown = thinkingClosed || reply.content !== '' ? reply : { reasoning: '', content: reply.reasoning };
+  return {
+    id,
+    role: 'assistant',
+    content: shown.content,
+    reasoning: shown.reasoning,
+    createdAt: Date.now(),
+    stopReason: reply.stopReason,
+    ...(ids ? { ids } : {}),
+  };
 }
 
 /** A local turn's numbers, from its prefill and generation. */
@@ -244,15 +261,7 @@ export class ChatService {
           });
           // The remote server's parser ends reasoning when the model closes it; nothing
           // after it means it never did.
-          const shown = shownReply(reply.reasoning, reply.content, reply.stopReason === 'stop-token');
-          const assistant: StoredMessage = {
-            id: messageId,
-            role: 'assistant',
-            content: shown.content,
-            reasoning: shown.reasoning,
-            createdAt: Date.now(),
-            stopReason: reply.stopReason,
-          };
+          const assistant = assistantMessage(messageId, reply, reply.stopReason === 'stop-token');
           if (reply.interrupted) {
             // The server failed mid-reply: the reply holds what arrived, and the user hears why.
             const p = reply.interrupted.problem();
@@ -266,7 +275,7 @@ export class ChatService {
         if (completionModel) {
           host.chatHeld = undefined; // the session will hold the plain message, not the conversation
           const reply = await this.continuation(engine, job, params.message, maxTokens, conv.id, messageId, () => (turn.generating = true));
-          const assistant: StoredMessage = { ...reply.message, id: messageId, completionModel };
+          const assistant: StoredMessage = { ...assistantMessage(messageId, reply, true), completionModel };
           return this.recordTurn(conv, userMessage, assistant, reply.stats, true, warnings, 'continuation');
         }
         const renderer = this.renderer(engine);
@@ -335,16 +344,12 @@ export class ChatService {
         const closer = renderer.closer(parser.state, parser.inTag);
         const full = [...prompt, ...gen.ids, ...closer];
         await es.prefill(job, full, []);
-        const shown = shownReply(parser.reasoning, parser.content, parser.state !== 'think');
-        const assistant: StoredMessage = {
-          id: messageId,
-          role: 'assistant',
-          content: shown.content,
-          reasoning: shown.reasoning,
-          createdAt: Date.now(),
-          stopReason,
-          ids: [...renderer.generationPrompt(thinking), ...gen.ids, ...closer],
-        };
+        const assistant = assistantMessage(
+          messageId,
+          { reasoning: parser.reasoning, content: parser.content, stopReason },
+          parser.state !== 'think',
+          [...renderer.generationPrompt(thinking), ...gen.ids, ...closer],
+        );
         const oldState = store.stateFile(conv);
         const saved = await this.saveState(es, job, conv.id, full.length, engine.fingerprint, warnings);
         conv.messages.push(userMessage, assistant);
@@ -449,7 +454,7 @@ export class ChatService {
     conversationId: string,
     messageId: string,
     generating: () => void,
-  ): Promise<{ message: Omit<StoredMessage, 'id'>; stats: ChatTurnStats }> {
+  ): Promise<Reply & { stats: ChatTurnStats }> {
     const es = engine.chat;
     const { stopIds } = this.renderer(engine);
     // A message is whole lines: the continuation starts on the next one.
@@ -475,10 +480,7 @@ export class ChatService {
       content += tail;
       this.stream(conversationId, messageId, 'content', tail, gen.ids.length);
     }
-    return {
-      message: { role: 'assistant', content, reasoning: '', createdAt: Date.now(), stopReason: gen.end },
-      stats: turnStats(conversationId, 'none', prompt.length, prefill, gen),
-    };
+    return { reasoning: '', content, stopReason: gen.end, stats: turnStats(conversationId, 'none', prompt.length, prefill, gen) };
   }
 
   /** Records a turn that left no engine state of its own: a remote server's, or a

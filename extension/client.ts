@@ -73,7 +73,7 @@ export function createClient(
     documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],
     outputChannel: hooks.output,
     initializationOptions,
-    // One failed start is reported once (ctx.ts shows the action), not retried in a loop.
+    // One failed start is reported once (lifecycle.ts shows the action), not retried in a loop.
     initializationFailedHandler: () => false,
     errorHandler: {
       error: () => ({ action: ErrorAction.Continue, handled: true }),

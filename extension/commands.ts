@@ -1,11 +1,13 @@
 // commands.ts - the extension's commands as one table: id -> handler. package.json
 // declares the same ids with their titles (a test checks that the two agree); the status
 // bar menu lists them from package.json, so titles are written once.
+import * as fs from 'node:fs';
 import * as vscode from 'vscode';
-import { PresetsListRequest, type PresetInfo } from '../protocol/lsp';
+import { PresetsListRequest, StateClearRequest, type PresetInfo } from '../protocol/lsp';
 import { describeRequestError } from './chatBackend';
 import type { Ctx } from './ctx';
 import { checkModelFolder } from './modelFolder';
+import { useDefaultModel } from './notices';
 import { availableMemoryBytes, formatBytes, presetItems, wholeModelNote, type PresetFacts } from './presets';
 
 export const commands: Record<string, (ctx: Ctx) => unknown> = {
@@ -16,7 +18,7 @@ export const commands: Record<string, (ctx: Ctx) => unknown> = {
   'k3.toggleCompletions': toggleCompletions,
   'k3.showLogs': (ctx) => ctx.output.show(),
   'k3.showMenu': showMenu,
-  'k3.restartEngine': (ctx) => ctx.restart('K3: restarting the engine'),
+  'k3.restartEngine': (ctx) => ctx.lifecycle.restart('K3: restarting the engine'),
   'k3.setRemoteApiKey': setRemoteApiKey,
   'k3.openRemoteSettings': () => vscode.commands.executeCommand('workbench.action.openSettings', 'k3.remote'),
 };
@@ -98,7 +100,7 @@ async function selectPreset(ctx: Ctx): Promise<void> {
   // A preset the user set in settings.json stays the one place it is chosen (the change
   // listener in ctx.ts applies it); otherwise the server keeps this workspace's choice.
   if (ctx.settings.presetExplicit) await vscode.workspace.getConfiguration('k3').update('preset', pick.preset, targetOf('preset'));
-  else await ctx.choosePreset(pick.preset, 'setting');
+  else await ctx.presets.choose(pick.preset, 'setting');
 }
 
 async function selectModelFolder(ctx: Ctx): Promise<void> {
@@ -108,7 +110,7 @@ async function selectModelFolder(ctx: Ctx): Promise<void> {
     title: 'K3: Select Model Folder',
     placeHolder: ctx.settings.modelPath ? `Now: ${ctx.settings.modelPath}` : 'Now: the embedded default model',
   });
-  if (how === useDefault) return ctx.useDefaultModel();
+  if (how === useDefault) return useDefaultModel();
   if (how !== choose) return;
   for (;;) {
     const picked = await vscode.window.showOpenDialog({
@@ -144,7 +146,15 @@ async function clearWorkspaceState(ctx: Ctx): Promise<void> {
     yes,
   );
   if (pick !== yes) return;
-  await ctx.clearWorkspaceState();
+  // Through k3/state/clear when the server runs, else by removing the storage folder.
+  ctx.chat.controller.reset();
+  if (ctx.client?.isRunning()) {
+    await ctx.client.sendRequest(StateClearRequest.type);
+    await ctx.lifecycle.refreshStatus();
+  } else {
+    await fs.promises.rm(ctx.storagePath, { recursive: true, force: true });
+  }
+  await ctx.chat.controller.refresh();
   void vscode.window.showInformationMessage('K3: workspace state cleared.');
 }
 
@@ -157,7 +167,7 @@ async function setRemoteApiKey(ctx: Ctx): Promise<void> {
     ignoreFocusOut: true,
   });
   if (key === undefined) return;
-  await ctx.setRemoteApiKey(key.trim());
+  await ctx.apiKey.set(key.trim());
   void vscode.window.showInformationMessage(key.trim() ? 'K3: remote API key saved.' : 'K3: remote API key removed.');
 }
 
@@ -170,6 +180,6 @@ async function showMenu(ctx: Ctx): Promise<void> {
   const items = manifest(ctx)
     .contributes.commands.filter((c) => c.command !== 'k3.showMenu')
     .map((c) => ({ label: c.title, command: c.command }));
-  const pick = await vscode.window.showQuickPick(items, { title: 'K3', placeHolder: ctx.statusItem.accessibilityInformation?.label });
+  const pick = await vscode.window.showQuickPick(items, { title: 'K3', placeHolder: ctx.statusBar.item.accessibilityInformation?.label });
   if (pick) await vscode.commands.executeCommand(pick.command);
 }

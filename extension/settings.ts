@@ -1,6 +1,6 @@
 // settings.ts - the one place that reads the `k3.*` settings declared in package.json and
 // turns them into checked values (a wrong type in settings.json falls back to the default).
-// The remote backend's API key is not a setting: it lives in SecretStorage (ctx.ts).
+// The remote backend's API key is not a setting: it lives in SecretStorage (apiKey.ts).
 // It takes the configuration as an argument and imports `vscode` only for types, so it runs
 // in unit tests; it does not watch for changes (ctx.ts does).
 import type * as vscode from 'vscode';

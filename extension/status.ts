@@ -1,7 +1,7 @@
 // status.ts - what the status bar says: one pure function from the engine's state, the
 // client's own activity and the settings to the item's text, tooltip and accessible label.
-// It never decides anything; ctx.ts feeds it and paints the item. Kept free of `vscode`
-// values so unit tests can check every state's wording.
+// It never decides anything; statusBar.ts paints the item from the state ctx.ts keeps. Kept
+// free of `vscode` values so unit tests can check every state's wording.
 import type { K3Action, ModelInfo, RemoteServerKind, RemoteStatus, StatusResult } from '../protocol/lsp';
 import { formatBytes } from './presets';
 

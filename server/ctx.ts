@@ -3,14 +3,16 @@
 // remote backend that replaces it), and the features (completions, chat, status) that
 // every handler reaches through it. It wires
 // them together and keeps the few cross-cutting decisions (which preset, where files go,
-// what a settings change resets); the behaviour lives in the modules it holds.
+// what a settings change resets); the behaviour lives in the modules it holds. Each service
+// declares the little it uses of this object (CompletionServiceHost, ChatServiceHost,
+// StatusHost) and imports nothing of it.
 import type { Connection, InitializeParams } from 'vscode-languageserver';
-import { ChatService } from './chat/service';
-import { CompletionService } from './completion/service';
+import { ChatService, type ChatServiceHost } from './chat/service';
+import { CompletionService, type CompletionServiceHost, completionContext } from './completion/service';
 import { ContextRing } from './completion/context';
 import { Documents } from './documents';
 import { engineForecastCheck, enginePresetForecasts, enginePresets } from './engine/engine';
-import { EngineHost } from './engine/host';
+import { EngineHost, type SessionSizes } from './engine/host';
 import { invalidRequest } from './errors';
 import {
   DidReportProblemNotification,
@@ -21,12 +23,12 @@ import {
   type ServerSettings,
 } from '../protocol/lsp';
 import { Scheduler } from './scheduler';
-import { DEFAULT_SETTINGS, mergeSettings } from './settings';
+import { DEFAULT_SETTINGS, engineThreads, mergeSettings } from './settings';
 import { RemoteBackend } from './remote/backend';
-import { StatusReporter } from './status';
+import { StatusReporter, type StatusHost } from './status';
 import { WorkspaceStore } from './state/store';
 
-export class ServerCtx {
+export class ServerCtx implements CompletionServiceHost, ChatServiceHost, StatusHost {
   settings: ServerSettings = DEFAULT_SETTINGS;
   init: InitializationOptions = {};
   /** Workspace folder paths, for display paths in prompts. */
@@ -51,9 +53,10 @@ export class ServerCtx {
     this.status = new StatusReporter(this);
     this.scheduler = new Scheduler(() => this.status.changed());
     this.store = new WorkspaceStore(undefined, (p) => this.reportProblem(p));
-    this.host = new EngineHost(this.scheduler, () => this.store, () => this.settings, {
+    this.host = new EngineHost(this.scheduler, () => this.store, () => this.sessionSizes(), {
       changed: () => this.status.changed(),
       progress: (p) => this.loadProgressSink?.(p),
+      accept: (engine) => void this.chat.renderer(engine),
     });
     this.ring = new ContextRing(
       (uri) => this.documents.get(uri),
@@ -138,6 +141,12 @@ export class ServerCtx {
       throw invalidRequest(`unknown preset ${JSON.stringify(preset)}; k3/presets/list names them`);
     }
     return preset;
+  }
+
+  /** The sessions a load opens, from the settings at the time of the load. */
+  private sessionSizes(): SessionSizes {
+    const s = this.settings;
+    return { threads: engineThreads(s), completionContext: completionContext(s.completions), chatContext: s.chat.maxContext };
   }
 
   /** Applies a `k3` settings section (workspace/didChangeConfiguration). */

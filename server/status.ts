@@ -3,16 +3,32 @@
 // the job running now, the queue, whether the workspace's state can be kept, and the last
 // completion and chat turn as measured. Notifications are coalesced: at once when the phase or the running
 // job changes, otherwise at most every NOTIFY_MS.
+import type { Connection } from 'vscode-languageserver';
 import { loadAddon } from './engine/addon';
-import type { ServerCtx } from './ctx';
+import type { EngineHost } from './engine/host';
 import {
   type ChatTurnStats,
   type CompletionStats,
   DidChangeStatusNotification,
   type StatusResult,
 } from '../protocol/lsp';
+import type { RemoteBackend } from './remote/backend';
+import type { Scheduler } from './scheduler';
+import type { WorkspaceStore } from './state/store';
 
 export const NOTIFY_MS = 250;
+
+/** What the status reads of the server that holds it (ServerCtx implements it), afresh for
+ * every snapshot, and where it sends k3/didChangeStatus. */
+export interface StatusHost {
+  readonly host: Pick<EngineHost, 'phase' | 'loaded' | 'loadingInfo' | 'progress' | 'problem'>;
+  readonly scheduler: Pick<Scheduler, 'running' | 'queued'>;
+  readonly remote: Pick<RemoteBackend, 'phase' | 'problem' | 'running' | 'isRunning' | 'status'> | undefined;
+  /** The preset in use. */
+  readonly preset: string;
+  readonly store: Pick<WorkspaceStore, 'storage'>;
+  readonly connection: Pick<Connection, 'sendNotification'>;
+}
 
 export class StatusReporter {
   lastCompletion: CompletionStats | undefined;
@@ -22,7 +38,7 @@ export class StatusReporter {
   private lastShape = '';
   private enabled = false;
 
-  constructor(private readonly ctx: ServerCtx) {}
+  constructor(private readonly ctx: StatusHost) {}
 
   /** Starts notifying (after `initialized`). */
   enable(): void {

@@ -1,6 +1,7 @@
 // tidy.test.ts - the repository's own invariants, checked on the source tree: every source
 // file says what it is for in its opening comment, dependencies point one way (server/
-// never imports vscode, the addon sees only k3.h, the engine never sees Node), tests are
+// never imports vscode, the engine layer never imports the services that use it, nor they
+// the context that holds them, the addon sees only k3.h, the engine never sees Node), tests are
 // never focused or skipped, and the command table matches package.json.
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
@@ -61,6 +62,31 @@ test('protocol/ imports nothing of the sides that share it', () => {
     }
   }
   assert.ok(walk(path.join(repoRoot, 'protocol')).length >= 2, 'protocol/ holds lsp.ts and webview.ts');
+  assert.deepEqual(offenders, []);
+});
+
+/** The repository files `f` imports by a relative path, without their extension. */
+function relativeImports(f: string): string[] {
+  return [...read(f).matchAll(/(?:from|import|require\()\s*['"](\.[^'"]+)['"]/g)].map((m) =>
+    rel(path.resolve(path.dirname(f), m[1])).replace(/\.(ts|js)$/, ''),
+  );
+}
+
+test('the engine layer imports no service, and the services do not import the context that holds them', () => {
+  // server/engine/ runs the model; the completion and chat services use it, never the other
+  // way. Each service declares the little it uses of ServerCtx as a host interface, so
+  // server/ctx.ts (which builds them) is never imported back.
+  const offenders: string[] = [];
+  for (const f of walk(path.join(repoRoot, 'server/engine'))) {
+    for (const spec of relativeImports(f)) {
+      if (/^server\/(chat|completion)(\/|$)/.test(spec)) offenders.push(`${rel(f)} imports ${spec}`);
+    }
+  }
+  const services = [...walk(path.join(repoRoot, 'server/chat')), ...walk(path.join(repoRoot, 'server/completion')), path.join(repoRoot, 'server/status.ts')];
+  assert.ok(services.length >= 5, `found only ${services.length} service files`);
+  for (const f of services) {
+    for (const spec of relativeImports(f)) if (spec === 'server/ctx') offenders.push(`${rel(f)} imports ${spec}`);
+  }
   assert.deepEqual(offenders, []);
 });
 

@@ -15,8 +15,7 @@
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { CancellationToken } from 'vscode-languageserver';
-import type { ServerCtx } from '../ctx';
+import type { CancellationToken, Connection } from 'vscode-languageserver';
 import { EngineError } from '../engine/engine';
 import { action, Cancelled, K3Failure, engineFailure, invalidRequest } from '../errors';
 import {
@@ -28,12 +27,16 @@ import {
   type Conversation,
   type ConversationSummary,
   type K3Problem,
+  type ServerSettings,
 } from '../../protocol/lsp';
-import { Job } from '../scheduler';
+import { Job, type Scheduler } from '../scheduler';
+import type { RemoteBackend } from '../remote/backend';
 import { remoteTurn } from '../remote/chat';
-import type { LoadedEngine } from '../engine/host';
+import type { EngineHost, LoadedEngine } from '../engine/host';
 import type { EngineSession, GenerateResult, PrefillResult } from '../engine/runner';
-import type { SavedStateRef, StoredConversation, StoredMessage } from '../state/store';
+import type { StatusReporter } from '../status';
+import type { SavedStateRef, StoredConversation, StoredMessage, WorkspaceStore } from '../state/store';
+import { ChatRenderer } from './render';
 
 /** Drafting material: the last this many tokens of the conversation. */
 const DRAFT_WINDOW = 8192;
@@ -42,12 +45,29 @@ const TITLE_CHARS = 60;
  * continues, not 2,048 tokens of it. */
 export const COMPLETION_MODEL_REPLY_TOKENS = 128;
 
-/** A reply's channels as shown: reasoning only when the model closed its thinking; a reply
- * whose thinking never ended (cut by the limit or a stop, or a model that never writes the
- * closing tag) is its answer. */
-export function shownReply(reasoning: string, content: string, thinkingClosed: boolean): { reasoning: string; content: string } {
-  if (thinkingClosed || content !== '') return { reasoning, content };
-  return { reasoning: '', content: reasoning };
+/** What a turn generated, local or remote. */
+export interface Reply {
+  reasoning: string;
+  content: string;
+  stopReason: ChatStopReason;
+}
+
+/** A reply as the history keeps it, the one place an assistant message is made. Its
+ * channels as shown: reasoning only when the model closed its thinking; a reply whose
+ * thinking never ended (cut by the limit or a stop, or a model that never writes the
+ * closing tag) is its answer. `ids`: the tokens the local engine decoded for it, which the
+ * next turn renders instead of encoding the text again. */
+export function assistantMessage(id: string, reply: Reply, thinkingClosed: boolean, ids?: number[]): StoredMessage {
+  const shown = thinkingClosed || reply.content !== '' ? reply : { reasoning: '', content: reply.reasoning };
+  return {
+    id,
+    role: 'assistant',
+    content: shown.content,
+    reasoning: shown.reasoning,
+    createdAt: Date.now(),
+    stopReason: reply.stopReason,
+    ...(ids ? { ids } : {}),
+  };
 }
 
 /** A local turn's numbers, from its prefill and generation. */
@@ -112,12 +132,43 @@ function checkSendParams(p: unknown): ChatSendParams {
   return v as unknown as ChatSendParams;
 }
 
+/** What the chat service uses of the server that holds it (ServerCtx implements it). Read
+ * on every turn: the settings, the store, the backend and the loaded model change. */
+export interface ChatServiceHost {
+  readonly settings: ServerSettings;
+  readonly store: WorkspaceStore;
+  readonly scheduler: Pick<Scheduler, 'run'>;
+  /** The local engine; `chatHeld` is the chat service's own bookkeeping, kept beside the
+   * sessions it describes so that a load or an unload forgets it. */
+  readonly host: Pick<EngineHost, 'ready' | 'chatHeld'>;
+  readonly remote: RemoteBackend | undefined;
+  /** Where each turn's numbers go. */
+  readonly status: Pick<StatusReporter, 'lastChat' | 'changed'>;
+  /** Streams the reply (k3/chat/didStream). */
+  readonly connection: Pick<Connection, 'sendNotification'>;
+  reportProblem(p: K3Problem): void;
+  log(message: string): void;
+}
+
 export class ChatService {
   /** The turn answering in each conversation: its job, and whether generation has begun
    * (a stop before that cancels the turn; after it, it ends the reply). */
   private readonly active = new Map<string, { job: Job; generating: boolean }>();
+  /** The chat format's renderer of each loaded model. */
+  private readonly renderers = new WeakMap<LoadedEngine, ChatRenderer>();
 
-  constructor(private readonly ctx: ServerCtx) {}
+  constructor(private readonly ctx: ChatServiceHost) {}
+
+  /** The chat renderer of a loaded model, made on first use. ServerCtx asks for it as the
+   * model loads, so a tokenizer without the chat format's special tokens fails the load. */
+  renderer(engine: LoadedEngine): ChatRenderer {
+    let renderer = this.renderers.get(engine);
+    if (!renderer) {
+      renderer = new ChatRenderer(engine.tokenizer);
+      this.renderers.set(engine, renderer);
+    }
+    return renderer;
+  }
 
   list(): ConversationSummary[] {
     return this.ctx.store.list().map(summary);
@@ -210,15 +261,7 @@ export class ChatService {
           });
           // The remote server's parser ends reasoning when the model closes it; nothing
           // after it means it never did.
-          const shown = shownReply(reply.reasoning, reply.content, reply.stopReason === 'stop-token');
-          const assistant: StoredMessage = {
-            id: messageId,
-            role: 'assistant',
-            content: shown.content,
-            reasoning: shown.reasoning,
-            createdAt: Date.now(),
-            stopReason: reply.stopReason,
-          };
+          const assistant = assistantMessage(messageId, reply, reply.stopReason === 'stop-token');
           if (reply.interrupted) {
             // The server failed mid-reply: the reply holds what arrived, and the user hears why.
             const p = reply.interrupted.problem();
@@ -232,10 +275,10 @@ export class ChatService {
         if (completionModel) {
           host.chatHeld = undefined; // the session will hold the plain message, not the conversation
           const reply = await this.continuation(engine, job, params.message, maxTokens, conv.id, messageId, () => (turn.generating = true));
-          const assistant: StoredMessage = { ...reply.message, id: messageId, completionModel };
+          const assistant: StoredMessage = { ...assistantMessage(messageId, reply, true), completionModel };
           return this.recordTurn(conv, userMessage, assistant, reply.stats, true, warnings, 'continuation');
         }
-        const { renderer } = engine;
+        const renderer = this.renderer(engine);
         const foreign = this.dropForeignIds(conv, Math.min(engine.model.vocabSize, engine.tokenizer.vocabSize));
         if (foreign) warnings.push(foreign);
         const thinking = conv.thinking;
@@ -301,16 +344,12 @@ export class ChatService {
         const closer = renderer.closer(parser.state, parser.inTag);
         const full = [...prompt, ...gen.ids, ...closer];
         await es.prefill(job, full, []);
-        const shown = shownReply(parser.reasoning, parser.content, parser.state !== 'think');
-        const assistant: StoredMessage = {
-          id: messageId,
-          role: 'assistant',
-          content: shown.content,
-          reasoning: shown.reasoning,
-          createdAt: Date.now(),
-          stopReason,
-          ids: [...renderer.generationPrompt(thinking), ...gen.ids, ...closer],
-        };
+        const assistant = assistantMessage(
+          messageId,
+          { reasoning: parser.reasoning, content: parser.content, stopReason },
+          parser.state !== 'think',
+          [...renderer.generationPrompt(thinking), ...gen.ids, ...closer],
+        );
         const oldState = store.stateFile(conv);
         const saved = await this.saveState(es, job, conv.id, full.length, engine.fingerprint, warnings);
         conv.messages.push(userMessage, assistant);
@@ -415,8 +454,9 @@ export class ChatService {
     conversationId: string,
     messageId: string,
     generating: () => void,
-  ): Promise<{ message: Omit<StoredMessage, 'id'>; stats: ChatTurnStats }> {
+  ): Promise<Reply & { stats: ChatTurnStats }> {
     const es = engine.chat;
+    const { stopIds } = this.renderer(engine);
     // A message is whole lines: the continuation starts on the next one.
     const prompt = Array.from(engine.tokenizer.encode(text.endsWith('\n') ? text : `${text}\n`, false));
     const prefill = await es.prefill(job, prompt, []);
@@ -426,11 +466,11 @@ export class ChatService {
     const gen = await es.generate(job, prompt, {
       maxTokens,
       specMax: this.ctx.settings.engine.speculation,
-      stopIds: engine.renderer.stopIds,
+      stopIds,
       contextIds: prompt,
       onTokens: (ids) => {
         let piece = '';
-        for (const id of ids) if (!engine.renderer.stopIds.includes(id)) piece += decoder.push(id);
+        for (const id of ids) if (!stopIds.includes(id)) piece += decoder.push(id);
         content += piece;
         if (piece) this.stream(conversationId, messageId, 'content', piece, job.tokens);
       },
@@ -440,10 +480,7 @@ export class ChatService {
       content += tail;
       this.stream(conversationId, messageId, 'content', tail, gen.ids.length);
     }
-    return {
-      message: { role: 'assistant', content, reasoning: '', createdAt: Date.now(), stopReason: gen.end },
-      stats: turnStats(conversationId, 'none', prompt.length, prefill, gen),
-    };
+    return { reasoning: '', content, stopReason: gen.end, stats: turnStats(conversationId, 'none', prompt.length, prefill, gen) };
   }
 
   /** Records a turn that left no engine state of its own: a remote server's, or a

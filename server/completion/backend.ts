@@ -50,7 +50,8 @@ export function localCompletionBackend(engine: LoadedEngine): CompletionBackend 
       stats.reusedTokens = prefill.reused;
       stats.prefilledTokens = prefill.prefilled;
       stats.prefillMs = prefill.ms;
-      const stops = new Set(engine.renderer.stopIds);
+      const stopIds = engine.tokenizer.stopIds();
+      const stops = new Set(stopIds);
       const stream = engine.tokenizer.stream();
       const healed = new HealedText(layout.heal);
       const gen = await es.generate(job, layout.ids, {
@@ -58,7 +59,7 @@ export function localCompletionBackend(engine: LoadedEngine): CompletionBackend 
         // The healed piece is spelled again, so the text after the cursor still works as
         // drafting material; the tokens must add up to the bytes for the constraint.
         specMax: request.specMax,
-        stopIds: engine.renderer.stopIds,
+        stopIds,
         contextIds: layout.draftIds,
         heal: layout.heal ? { bytes: Buffer.from(layout.heal, 'utf8'), tokenizer: engine.tokenizer } : undefined,
         onTokens: (ids) => {

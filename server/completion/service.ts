@@ -10,13 +10,16 @@
 // (reused, prefilled, generated tokens) go to the status.
 import * as crypto from 'node:crypto';
 import type { CancellationToken, InlineCompletionList, InlineCompletionParams } from 'vscode-languageserver';
-import type { ServerCtx } from '../ctx';
+import type { Documents } from '../documents';
+import type { EngineHost } from '../engine/host';
 import { Cancelled, engineFailure, invalidRequest } from '../errors';
-import type { CompletionStats } from '../../protocol/lsp';
-import { Job } from '../scheduler';
+import type { CompletionSettings, CompletionStats, ServerSettings } from '../../protocol/lsp';
+import type { RemoteBackend } from '../remote/backend';
+import { Job, type Scheduler } from '../scheduler';
+import type { StatusReporter } from '../status';
 import { type CompletionBackend, localCompletionBackend } from './backend';
 import { CompletionCache } from './cache';
-import { COMPLETION_MARGIN } from '../engine/host';
+import type { ContextRing } from './context';
 import { layoutPrompt, splitLines } from './layout';
 import { maxLineLength, nonAsciiShare } from './filters';
 import { postprocess, type PostprocessInput, type PostprocessResult } from './postprocess';
@@ -29,13 +32,37 @@ const ASCII_FILE_SHARE = 0.02;
 /** Longest a completion waits for a model that is loading before it answers nothing. */
 export const LOAD_WAIT_MS = 60_000;
 
+/** Positions the completion session may reach beyond the prompt budget and generation. */
+export const COMPLETION_MARGIN = 64;
+
+/** The positions the completion session is opened with at load: the prompt budget, the
+ * generation and the margin. A budget set later cannot use more (provide() clamps it). */
+export function completionContext(settings: CompletionSettings): number {
+  return settings.maxPromptTokens + settings.maxTokens + COMPLETION_MARGIN;
+}
+
+/** What the completion service uses of the server that holds it (ServerCtx implements it).
+ * Read on every request: the settings, the backend and the loaded model change. */
+export interface CompletionServiceHost {
+  readonly settings: ServerSettings;
+  readonly documents: Pick<Documents, 'get'>;
+  readonly ring: Pick<ContextRing, 'snapshot' | 'displayPath' | 'id'>;
+  readonly scheduler: Pick<Scheduler, 'run'>;
+  readonly host: Pick<EngineHost, 'phase' | 'loaded' | 'whenLoadEnds'>;
+  readonly remote: Pick<RemoteBackend, 'completionBackend'> | undefined;
+  /** Where each request's numbers go. */
+  readonly status: Pick<StatusReporter, 'lastCompletion' | 'changed'>;
+  debug(message: string): void;
+  log(message: string): void;
+}
+
 export class CompletionService {
   private current: Job | undefined;
   /** Counts requests: a request still waiting for the load when a newer one came is superseded. */
   private seq = 0;
   readonly cache = new CompletionCache();
 
-  constructor(private readonly ctx: ServerCtx) {}
+  constructor(private readonly ctx: CompletionServiceHost) {}
 
   /** Stops the request in flight (settings changed, model replaced). */
   cancel(): void {

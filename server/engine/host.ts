@@ -9,11 +9,9 @@
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { ChatRenderer } from '../chat/render';
 import { Cancelled, K3Failure, modelLoadFailure } from '../errors';
-import type { EnginePhase, K3Problem, LoadProgress, ModelInfo, ServerSettings } from '../../protocol/lsp';
+import type { EnginePhase, K3Problem, LoadProgress, ModelInfo } from '../../protocol/lsp';
 import type { Scheduler } from '../scheduler';
-import { engineThreads } from '../settings';
 import type { WorkspaceStore } from '../state/store';
 import { EngineError, Model } from './engine';
 import { readModelInfo, shards } from './modelInfo';
@@ -25,7 +23,6 @@ export interface LoadedEngine {
   modelPath: string;
   model: Model;
   tokenizer: Tokenizer;
-  renderer: ChatRenderer;
   completion: EngineSession;
   chat: EngineSession;
   /** Identifies the checkpoint's bytes (config, index, shard sizes and heads). */
@@ -34,8 +31,6 @@ export interface LoadedEngine {
   info: ModelInfo;
 }
 
-/** Positions the completion session may reach beyond the prompt budget and generation. */
-export const COMPLETION_MARGIN = 64;
 /** A completion checkpoint copies the recurrent state and the prompt's cache rows; room for
  * this many of them (the boundaries of the current prompt and the previous one's end). The
  * budget is that, from the model's plan for the completion context: no floor, so a small
@@ -64,11 +59,23 @@ export function fingerprint(dir: string): string {
   return h.digest('hex').slice(0, 32);
 }
 
+/** How the sessions a load opens are sized: read once per load, after the tokenizer opens. */
+export interface SessionSizes {
+  threads: number;
+  /** Positions of the completion session (its prompt budget, generation and margin). */
+  completionContext: number;
+  /** Positions of the chat session. */
+  chatContext: number;
+}
+
 export interface HostEvents {
   /** The phase or the load's progress changed. */
   changed(): void;
   /** A load's progress, for $/progress. */
   progress(p: LoadProgress): void;
+  /** A model is loaded, before it replaces anything: what the server makes from it (the chat
+   * renderer) is made here, and a throw fails the load. */
+  accept(engine: LoadedEngine): void;
 }
 
 export class EngineHost {
@@ -91,7 +98,7 @@ export class EngineHost {
   constructor(
     private readonly scheduler: Scheduler,
     private readonly store: () => WorkspaceStore,
-    private readonly settings: () => ServerSettings,
+    private readonly sizes: () => SessionSizes,
     private readonly events: HostEvents,
   ) {}
 
@@ -175,9 +182,7 @@ export class EngineHost {
           this.setPhase('tokenizer', t0);
           tokenizer = await Tokenizer.openAsync(dir);
           this.setPhase('sessions', t0);
-          const s = this.settings();
-          const threads = engineThreads(s);
-          const completionContext = s.completions.maxPromptTokens + s.completions.maxTokens + COMPLETION_MARGIN;
+          const { threads, completionContext, chatContext } = this.sizes();
           const plan = model.plan(completionContext);
           const completion = model.session({
             maxContext: completionContext,
@@ -187,7 +192,7 @@ export class EngineHost {
           let chat;
           try {
             // Chat takes no checkpoints: a turn resumes from the live sequence or a saved state.
-            chat = model.session({ maxContext: s.chat.maxContext, threads, checkpointBytes: 0 });
+            chat = model.session({ maxContext: chatContext, threads, checkpointBytes: 0 });
           } catch (e) {
             completion.close();
             throw e;
@@ -196,12 +201,12 @@ export class EngineHost {
             modelPath: dir,
             model,
             tokenizer,
-            renderer: new ChatRenderer(tokenizer),
             completion: new EngineSession(completion, this.scheduler),
             chat: new EngineSession(chat, this.scheduler),
             fingerprint: fingerprint(dir),
             info,
           };
+          this.events.accept(loaded);
           // Best effort: a failed write is the store's problem to report, never the load's.
           this.store().updateWorkspace({ lastLoad: { bytes: bytesTotal, ms: Date.now() - t0 } });
           return loaded;

@@ -14,7 +14,9 @@
 // and the default profile path (so `k3 --list-presets` and the editor show forecasts),
 // checks the forecast against every measured configuration of the slice, forecasts the
 // full 93-layer release per preset, and projects `--spec 8` from the verify costs and the
-// drafter's replay acceptance on code edits. Everything goes to out/bench/scale.json.
+// drafter's replay acceptance on code edits. Everything goes to out/bench/scale.json, and
+// the forecast's error per configuration to scale.svg beside it (figures in scale-chart.json,
+// the shape of docs/images/scale-forecast.json, where a run can be added).
 // Timing lives here, never in tests.
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -25,6 +27,7 @@ import { k3Cli, repoRoot } from '../../test/support/paths';
 import { ffnKind, parseConfig } from '../../test/reference/config';
 import { Checkpoint } from '../../test/reference/safetensors';
 import { expectedTensors, tensorBytes } from '../../test/reference/tensors';
+import { drawFigures, type ForecastFigures } from './lib/charts';
 import { codeEdits, parseReplay, writeCodeEdit } from './lib/code-edits';
 import {
   kindFigures,
@@ -374,6 +377,15 @@ if (process.env.K3_SCALE_SAVE_PROFILE !== '0') {
   fs.mkdirSync(path.dirname(defaultProfile), { recursive: true });
   fs.copyFileSync(profileFile, defaultProfile);
 }
+const checkFigures: ForecastFigures = {
+  kind: 'forecast',
+  title: `Forecast from probes against ${path.basename(model)}, reads ${READS}`,
+  tolerance: 0.15,
+  configs: validation.map((v) => v.name),
+  runs: [{ name: new Date().toISOString().slice(0, 16).replace('T', ' '), errors: validation.map((v) => v.error) }],
+};
+fs.writeFileSync(path.join(repoRoot, 'out/bench/scale-chart.json'), JSON.stringify(checkFigures, null, 2) + '\n');
+fs.writeFileSync(path.join(repoRoot, 'out/bench/scale.svg'), drawFigures(checkFigures));
 
 // ---- the full release per preset, serial and verifying ---------------------------------------
 const positions = [1, 2, 3, 5, 9];

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { drawFigures, parseFigures, type ForecastFigures, type SpeedFigures } from '../../scripts/bench/lib/charts';
+import { benchSpeedFigures, drawFigures, parseFigures, type ForecastFigures, type SpeedFigures } from '../../scripts/bench/lib/charts';
 import { chart, escapeXml, niceTicks, shortNumber } from '../../scripts/bench/lib/svg';
 import { repoRoot } from '../support/paths';
 
@@ -71,6 +71,13 @@ test('a speed chart has llama.cpp bars only where llama.cpp was measured', () =>
   assert.ok(!drawFigures(k3Only).includes('llama.cpp'));
   const both: SpeedFigures = { ...k3Only, rows: [{ ...k3Only.rows[0], llama_prefill: 100, llama_decode: 70 }] };
   assert.ok(drawFigures(both).includes('llama.cpp'));
+});
+
+test("k3 bench's figures become a row per run, the prefill bound from its share of the peak", () => {
+  const run = { threads: 2, prefill_tokens_per_s: 300, prefill_over_peak: 0.25, decode_tokens_per_s: 90, bound_tokens_per_s: 120 };
+  const figures = benchSpeedFigures('t', [run], [{ prefill: 150, decode: 60 }]);
+  assert.deepEqual(figures.rows, [{ label: '2 threads', llama_prefill: 150, llama_decode: 60, k3_prefill: 300, prefill_bound: 1200, k3_decode: 90, decode_bound: 120 }]);
+  assert.deepEqual(parseFigures(JSON.parse(JSON.stringify(figures)), 'x'), figures);
 });
 
 test('a bad figures file is refused with the file and the field', () => {

@@ -38,6 +38,33 @@ export interface ForecastFigures {
 
 export type ChartFigures = SpeedFigures | ForecastFigures;
 
+/** What `k3 bench --out` writes that the speed chart uses. */
+export interface BenchSpeed {
+  threads: number;
+  prefill_tokens_per_s: number;
+  /** Prefill's multiply-add rate over the peak measured just before it. */
+  prefill_over_peak: number;
+  decode_tokens_per_s: number;
+  /** The median round's triad over the weight bytes a decoded token streams. */
+  bound_tokens_per_s: number;
+}
+
+/** The speed figures of `k3 bench` runs, one row per run. */
+export function benchSpeedFigures(title: string, runs: BenchSpeed[], llama: { prefill: number; decode: number }[] = []): SpeedFigures {
+  return {
+    kind: 'speed',
+    title,
+    rows: runs.map((r, i) => ({
+      label: `${r.threads} thread${r.threads > 1 ? 's' : ''}`,
+      ...(llama[i] ? { llama_prefill: llama[i].prefill, llama_decode: llama[i].decode } : {}),
+      k3_prefill: r.prefill_tokens_per_s,
+      prefill_bound: r.prefill_over_peak > 0 ? r.prefill_tokens_per_s / r.prefill_over_peak : 0,
+      k3_decode: r.decode_tokens_per_s,
+      decode_bound: r.bound_tokens_per_s,
+    })),
+  };
+}
+
 const K3 = '#1f77b4';
 const LLAMA = '#ff7f0e';
 const BOUND = '#c7c7c7';

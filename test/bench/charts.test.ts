@@ -73,6 +73,19 @@ test('a speed chart has llama.cpp bars only where llama.cpp was measured', () =>
   assert.ok(drawFigures(both).includes('llama.cpp'));
 });
 
+test('a bandwidth chart draws one panel per shape, rates in GB/s beside the triad', () => {
+  const svg = drawFigures({
+    kind: 'bandwidth',
+    title: 'kernels',
+    panels: [
+      { title: '1 thread', rows: [{ label: 'avx512 mxfp4', rate: 20e9, bound: 40e9 }] },
+      { title: '2 threads', rows: [{ label: 'avx512 mxfp4', rate: 30e9, bound: 45e9 }] },
+    ],
+  });
+  assert.ok(svg.includes('kernels: 1 thread') && svg.includes('kernels: 2 threads'));
+  assert.ok(svg.includes('avx512 mxfp4, k3 kernel: 20</title>'), 'rates are written in GB/s');
+});
+
 test("k3 bench's figures become a row per run, the prefill bound from its share of the peak", () => {
   const run = { threads: 2, prefill_tokens_per_s: 300, prefill_over_peak: 0.25, decode_tokens_per_s: 90, bound_tokens_per_s: 120 };
   const figures = benchSpeedFigures('t', [run], [{ prefill: 150, decode: 60 }]);
@@ -81,7 +94,11 @@ test("k3 bench's figures become a row per run, the prefill bound from its share 
 });
 
 test('a bad figures file is refused with the file and the field', () => {
-  assert.throws(() => parseFigures({ kind: 'pie', title: 't' }, 'f.json'), /f\.json: "kind" must be "speed" or "forecast", found "pie"/);
+  assert.throws(() => parseFigures({ kind: 'pie', title: 't' }, 'f.json'), /f\.json: "kind" must be "speed", "forecast" or "bandwidth", found "pie"/);
+  assert.throws(
+    () => parseFigures({ kind: 'bandwidth', title: 't', panels: [{ title: 'p', rows: [{ label: 'a', rate: -1, bound: 1 }] }] }, 'k.json'),
+    /k\.json: panels\[0\]\.rows\[0\]\.rate must be a number >= 0, found -1/,
+  );
   assert.throws(
     () => parseFigures({ kind: 'speed', title: 't', rows: [{ label: 'a', k3_prefill: 1, prefill_bound: 'x', k3_decode: 1, decode_bound: 1 }] }, 'g.json'),
     /g\.json: rows\[0\]\.prefill_bound must be a number >= 0, found "x"/,

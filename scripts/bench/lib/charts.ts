@@ -1,7 +1,8 @@
 // charts.ts - what the benchmarks draw, and the figures each chart is drawn from: speed
 // (prefill and decode in tokens per second, k3 beside llama.cpp where it was measured and
-// beside the machine's bound) and the forecast check (each configuration's forecast error
-// in one or more runs, against the tolerance). The benchmarks write the figures as JSON
+// beside the machine's bound), the forecast check (each configuration's forecast error in
+// one or more runs, against the tolerance) and the kernels' streaming rate against the
+// memory triad. The benchmarks write the figures as JSON
 // and the chart as SVG beside their own JSON; scripts/doc-charts.ts draws the committed
 // figures under docs/images/ the same way. Drawing itself is scripts/bench/lib/svg.ts.
 import { chart, shortNumber, type Panel } from './svg';
@@ -36,7 +37,15 @@ export interface ForecastFigures {
   runs: { name: string; errors: (number | null)[] }[];
 }
 
-export type ChartFigures = SpeedFigures | ForecastFigures;
+/** Weight bytes streamed per second against the memory triad measured beside them, in
+ * panels (one per thread and token count, say), a row per kernel. */
+export interface BandwidthFigures {
+  kind: 'bandwidth';
+  title: string;
+  panels: { title: string; rows: { label: string; rate: number; bound: number }[] }[];
+}
+
+export type ChartFigures = SpeedFigures | ForecastFigures | BandwidthFigures;
 
 /** What `k3 bench --out` writes that the speed chart uses. */
 export interface BenchSpeed {
@@ -102,6 +111,18 @@ function forecastPanel(figures: ForecastFigures): Panel {
   };
 }
 
+function bandwidthPanel(title: string, rows: BandwidthFigures['panels'][number]['rows']): Panel {
+  return {
+    title,
+    unit: 'GB/s of weights',
+    categories: rows.map((r) => r.label),
+    series: [
+      { name: 'k3 kernel', color: K3, mark: 'bar', labels: true, values: rows.map((r) => r.rate / 1e9) },
+      { name: "machine's bound (memory triad)", color: BOUND, mark: 'bar', labels: true, values: rows.map((r) => r.bound / 1e9) },
+    ],
+  };
+}
+
 /** The SVG of a figures file, whichever kind it is. */
 export function drawFigures(figures: ChartFigures): string {
   switch (figures.kind) {
@@ -109,12 +130,22 @@ export function drawFigures(figures: ChartFigures): string {
       return chart([speedPanel(figures, 'prefill', `Prefill, ${figures.title}`), speedPanel(figures, 'decode', `Decode, ${figures.title}`)]);
     case 'forecast':
       return chart([forecastPanel(figures)]);
+    case 'bandwidth':
+      return chart(figures.panels.map((p) => bandwidthPanel(`${figures.title}: ${p.title}`, p.rows)));
   }
 }
 
 /** Parses a figures file, saying which field is wrong. */
 export function parseFigures(json: unknown, file: string): ChartFigures {
-  type Loose = { kind?: unknown; title?: unknown; tolerance?: unknown; configs?: unknown; rows?: Record<string, unknown>[]; runs?: { errors?: unknown }[] };
+  type Loose = {
+    kind?: unknown;
+    title?: unknown;
+    tolerance?: unknown;
+    configs?: unknown;
+    rows?: Record<string, unknown>[];
+    runs?: { errors?: unknown }[];
+    panels?: { title?: unknown; rows?: Record<string, unknown>[] }[];
+  };
   const f = json as Loose;
   const fail = (what: string) => new Error(`${file}: ${what}`);
   if (typeof f !== 'object' || f === null) throw fail('not a JSON object');
@@ -138,5 +169,16 @@ export function parseFigures(json: unknown, file: string): ChartFigures {
     });
     return f as unknown as ForecastFigures;
   }
-  throw fail(`"kind" must be "speed" or "forecast", found ${JSON.stringify(f.kind)}`);
+  if (f.kind === 'bandwidth') {
+    if (!Array.isArray(f.panels) || f.panels.length === 0) throw fail('"panels" must be a non-empty array');
+    f.panels.forEach((p, i) => {
+      if (!Array.isArray(p.rows)) throw fail(`panels[${i}].rows must be an array`);
+      p.rows.forEach((r, j) => {
+        for (const key of ['rate', 'bound'])
+          if (typeof r[key] !== 'number' || !((r[key] as number) >= 0)) throw fail(`panels[${i}].rows[${j}].${key} must be a number >= 0, found ${JSON.stringify(r[key])}`);
+      });
+    });
+    return f as unknown as BandwidthFigures;
+  }
+  throw fail(`"kind" must be "speed", "forecast" or "bandwidth", found ${JSON.stringify(f.kind)}`);
 }

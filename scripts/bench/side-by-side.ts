@@ -11,12 +11,13 @@
 //
 // The GGUF is the k3 checkpoint converted by llama.cpp's own converter (docs/PERFORMANCE.md
 // says how); neither engine is built here. Not run by `npm run bench`: it needs them both.
-import { execFileSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { k3Cli, repoRoot } from '../../test/support/paths';
 import { benchSpeedFigures, drawFigures, type BenchSpeed } from './lib/charts';
+import { median } from './lib/scale-profile';
 
 const USAGE = 'usage: side-by-side.ts --llama-bin DIR --gguf FILE --model DIR [--pairs N] [--threads 1,2] [--prompt-tokens N] [--gen N] [--out DIR]';
 
@@ -66,10 +67,6 @@ interface Pair {
   k3: BenchSpeed;
 }
 
-const median = (v: number[]) => {
-  const s = [...v].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 const load = () => os.loadavg()[0].toFixed(2);
 
 let o: ReturnType<typeof options>;
@@ -83,21 +80,24 @@ fs.mkdirSync(o.out, { recursive: true });
 const loadStart = load();
 console.log(`side by side: ${path.basename(o.gguf)} (llama.cpp) and ${path.basename(o.model)} (k3), prefill ${o.prompt}, decode ${o.gen}, ${o.pairs} pairs per thread count; load at start ${loadStart}`);
 
+/** A tool's stdout; on failure the command line and the end of its stderr, and exit 1. */
+function run(cmd: string, args: string[]): string {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 1 << 26 });
+  if (r.status === 0) return r.stdout;
+  console.error(`side-by-side: ${[cmd, ...args].join(' ')} failed (${r.error?.message ?? `exit ${r.status ?? r.signal}`})`);
+  console.error((r.stderr ?? '').trim().split('\n').slice(-8).join('\n'));
+  process.exit(1);
+}
+
 const pairs: Pair[] = [];
 for (const threads of o.threads) {
   for (let i = 1; i <= o.pairs; i++) {
-    const llama = JSON.parse(
-      execFileSync(o.llamaBench, ['-m', o.gguf, '-p', String(o.prompt), '-n', String(o.gen), '-r', '1', '-t', String(threads), '-o', 'json'], {
-        encoding: 'utf8',
-        stdio: ['ignore', 'pipe', 'ignore'],
-        maxBuffer: 1 << 24,
-      }),
-    ) as LlamaRow[];
+    const llama = JSON.parse(run(o.llamaBench, ['-m', o.gguf, '-p', String(o.prompt), '-n', String(o.gen), '-r', '1', '-t', String(threads), '-o', 'json'])) as LlamaRow[];
     const prefill = llama.find((r) => r.n_prompt > 0 && r.n_gen === 0);
     const decode = llama.find((r) => r.n_gen > 0 && r.n_prompt === 0);
     if (!prefill || !decode) throw new Error(`llama-bench gave no prefill-only or decode-only row: ${JSON.stringify(llama)}`);
     const json = path.join(o.out, `k3-${threads}t-${i}.json`);
-    execFileSync(k3Cli, ['bench', o.model, '--threads', String(threads), '--prompt-tokens', String(o.prompt), '--gen', String(o.gen), '--out', json], { stdio: ['ignore', 'ignore', 'inherit'] });
+    run(k3Cli, ['bench', o.model, '--threads', String(threads), '--prompt-tokens', String(o.prompt), '--gen', String(o.gen), '--out', json]);
     const k3 = JSON.parse(fs.readFileSync(json, 'utf8')) as BenchSpeed;
     pairs.push({ threads, llama_prefill: prefill.avg_ts, llama_decode: decode.avg_ts, k3 });
     const p = pairs[pairs.length - 1];

@@ -120,3 +120,39 @@ test('every command declared in package.json is in the extension command table a
   const registered = [...table.matchAll(/^\s*'(k3\.[A-Za-z.]+)':/gm)].map((m) => m[1]).sort();
   assert.deepEqual(registered, declared);
 });
+
+test('no tracked doc or source names a path of one machine', () => {
+  // The rule of the project's before-stop hook, applied to each path rather than each line:
+  // an absolute path names a place inside the repository's own tree or none at all. System
+  // paths (/usr, /proc, /tmp in an example command...) and the /path/to/ placeholder are
+  // everyone's. Tests are left out: they pass made-up paths (a settings test's /home/me/k3)
+  // to the code they test.
+  const DOC_EXT = /\.(md|sh|ts|mjs|js|c|h|cc|py|json|yml|yaml)$/;
+  const files = [
+    ...['docs', ...SOURCE_DIRS].filter((d) => d !== 'test' && d !== 'native/tests').flatMap((d) => walkAll(path.join(repoRoot, d), DOC_EXT)),
+    ...fs.readdirSync(repoRoot).filter((f) => /\.md$/.test(f)).map((f) => path.join(repoRoot, f)),
+  ];
+  const absolute = /(?:^|[\s`'"(=])(\/[a-z]+\/[A-Za-z0-9_.+-]+\/)/gm;
+  const everyones = /^\/(usr|etc|dev|proc|sys|bin|opt|var|tmp|run|lib|home\/user|path\/to)\//;
+  const offenders: string[] = [];
+  for (const f of files) {
+    const text = read(f);
+    for (const m of text.matchAll(absolute)) {
+      const line = text.slice(0, m.index).split('\n').length;
+      if (!everyones.test(m[1])) offenders.push(`${rel(f)}:${line}: ${m[1]}`);
+    }
+  }
+  assert.deepEqual(offenders, []);
+});
+
+function walkAll(dir: string, ext: RegExp): string[] {
+  if (!fs.existsSync(dir)) return [];
+  const out: string[] = [];
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) {
+      if (!skipDir(e.name)) out.push(...walkAll(p, ext));
+    } else if (ext.test(e.name)) out.push(p);
+  }
+  return out;
+}

@@ -14,7 +14,9 @@ packages neither v1 nor v2 trained on), with a baseline model beside the model:
 Writes metrics.json and examples.md into the model directory. Line metrics through the
 language server (what the editor shows) are `npm run bench -- quality`.
 
-    /usr/bin/python3 training/evaluate.py media/models/k3-mini --baseline /work/peer/k3-mini-v1
+    /usr/bin/python3 training/evaluate.py media/models/k3-mini --baseline V1_DIR
+
+where V1_DIR holds the model shipped before (`git archive bb31221^ media/models/k3-mini`).
 """
 import argparse
 import json

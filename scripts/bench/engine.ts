@@ -1,12 +1,14 @@
 // engine.ts - the engine benchmark of `npm run bench`: on the `small` fixture, the k3 CLI's
 // `bench` command (the f32 multiply-add peak and prefill against it, then rounds of a
 // memory-bandwidth triad each followed by a stretch of decode, in the same process) with
-// 1 and 2 threads, printed side by side and written to out/bench/engine.json. Timing lives
-// here, never in tests.
+// 1 and 2 threads, printed side by side and written to out/bench/engine.json, with a chart of
+// prefill and decode against the machine's bounds beside it (engine.svg, from the figures in
+// engine-chart.json). Timing lives here, never in tests.
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ensureFixture } from '../../test/support/fixtures';
+import { benchSpeedFigures, drawFigures } from './lib/charts';
 import { k3Cli, repoRoot } from '../../test/support/paths';
 
 interface Round {
@@ -69,3 +71,7 @@ console.log(`\nengine on the small fixture (${path.basename(model)})`);
 console.log(`${''.padEnd(40)}${results.map((r) => `${r.threads} thread${r.threads > 1 ? 's' : ''}`.padStart(14)).join('')}`);
 for (const [label, cell] of rows) console.log(`${label.padEnd(40)}${results.map((r) => cell(r).padStart(14)).join('')}`);
 fs.writeFileSync(path.join(outDir, 'engine.json'), JSON.stringify({ model: 'small', results }, null, 2) + '\n');
+
+const figures = benchSpeedFigures(`k3 bench on the small fixture, ${new Date().toISOString().slice(0, 10)}`, results);
+fs.writeFileSync(path.join(outDir, 'engine-chart.json'), JSON.stringify(figures, null, 2) + '\n');
+fs.writeFileSync(path.join(outDir, 'engine.svg'), drawFigures(figures));

@@ -3,11 +3,13 @@
 // streamed from memory by every kernel implementation this CPU runs, each round after a
 // memory-bandwidth triad in the same process) for one token on 1 and 2 threads and for 4
 // tokens (a prefill's or a verification's few tokens per expert) on 2, side by side;
-// written to out/bench/kernels.json.
+// written to out/bench/kernels.json, with a chart of each kernel's rate against the triad
+// beside it (kernels.svg, from kernels-chart.json).
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { k3Cli, repoRoot } from '../../test/support/paths';
+import { drawFigures, type BandwidthFigures } from './lib/charts';
 
 interface Round {
   seconds: number;
@@ -62,3 +64,18 @@ for (const [i, row] of results[0].rows.entries()) {
 }
 console.log(`load average: ${results.map((r) => r.load_average.join(' ')).join(' | ')}`);
 fs.writeFileSync(path.join(outDir, 'kernels.json'), JSON.stringify({ results }, null, 2) + '\n');
+
+const figures: BandwidthFigures = {
+  kind: 'bandwidth',
+  title: `k3 bench-kernels, ${new Date().toISOString().slice(0, 10)}`,
+  panels: results.map((r) => ({
+    title: `${r.threads} thread${r.threads > 1 ? 's' : ''}, ${r.tokens} token${r.tokens > 1 ? 's' : ''}`,
+    rows: r.rows.map((x) => ({
+      label: `${x.kernels} ${x.weights}`,
+      rate: median(x.rounds.map((q) => x.bytes / q.seconds)),
+      bound: median(x.rounds.map((q) => q.triad_bytes_per_s)),
+    })),
+  })),
+};
+fs.writeFileSync(path.join(outDir, 'kernels-chart.json'), JSON.stringify(figures, null, 2) + '\n');
+fs.writeFileSync(path.join(outDir, 'kernels.svg'), drawFigures(figures));

@@ -14,7 +14,9 @@
 // and the default profile path (so `k3 --list-presets` and the editor show forecasts),
 // checks the forecast against every measured configuration of the slice, forecasts the
 // full 93-layer release per preset, and projects `--spec 8` from the verify costs and the
-// drafter's replay acceptance on code edits. Everything goes to out/bench/scale.json.
+// drafter's replay acceptance on code edits. Everything goes to out/bench/scale.json, and
+// the forecast's error per configuration to scale.svg beside it (figures in scale-chart.json,
+// the shape of docs/images/scale-forecast.json, where a run can be added).
 // Timing lives here, never in tests.
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -25,6 +27,7 @@ import { k3Cli, repoRoot } from '../../test/support/paths';
 import { ffnKind, parseConfig } from '../../test/reference/config';
 import { Checkpoint } from '../../test/reference/safetensors';
 import { expectedTensors, tensorBytes } from '../../test/reference/tensors';
+import { drawFigures, type ForecastFigures } from './lib/charts';
 import { codeEdits, parseReplay, writeCodeEdit } from './lib/code-edits';
 import {
   kindFigures,
@@ -56,6 +59,8 @@ const IO_THREADS = 2;
 const READS = process.env.K3_SCALE_READS ?? 'direct';
 if (!['direct', 'buffered'].includes(READS)) throw new Error(`K3_SCALE_READS=${READS}: give direct or buffered`);
 const SPEC = 8;
+/** How close a forecast must come to a measured pass to count as held (the profile's check). */
+const TOLERANCE = 0.15;
 const model = process.env.K3_SCALE_MODEL ?? ensureFixture({ size: 'wide', router: 'balanced' });
 const work = path.join(repoRoot, 'out/bench/scale');
 fs.mkdirSync(work, { recursive: true });
@@ -366,7 +371,7 @@ const validation = configs.filter((c) => c.name !== 'resident').map((c) => {
 // made), so what shows a forecast can say how far to trust it; then it is saved.
 profile.check = {
   configurations: validation.length,
-  within: validation.filter((v) => Math.abs(v.error) <= 0.15).length,
+  within: validation.filter((v) => Math.abs(v.error) <= TOLERANCE).length,
   worst: Math.max(...validation.map((v) => Math.abs(v.error))),
 };
 fs.writeFileSync(profileFile, JSON.stringify(profile, null, 2) + '\n');
@@ -374,6 +379,15 @@ if (process.env.K3_SCALE_SAVE_PROFILE !== '0') {
   fs.mkdirSync(path.dirname(defaultProfile), { recursive: true });
   fs.copyFileSync(profileFile, defaultProfile);
 }
+const checkFigures: ForecastFigures = {
+  kind: 'forecast',
+  title: `Forecast from probes against ${path.basename(model)}, reads ${READS}`,
+  tolerance: TOLERANCE,
+  configs: validation.map((v) => v.name),
+  runs: [{ name: new Date().toISOString().slice(0, 16).replace('T', ' '), errors: validation.map((v) => v.error) }],
+};
+fs.writeFileSync(path.join(repoRoot, 'out/bench/scale-chart.json'), JSON.stringify(checkFigures, null, 2) + '\n');
+fs.writeFileSync(path.join(repoRoot, 'out/bench/scale.svg'), drawFigures(checkFigures));
 
 // ---- the full release per preset, serial and verifying ---------------------------------------
 const positions = [1, 2, 3, 5, 9];
@@ -481,7 +495,7 @@ console.log(`disk, guest page cache dropped, sequential by block size (1 GB each
 console.log('\nforecast against measured, the slice (profile kinds + each run\'s own disk probes, before and after it)');
 for (const v of validation)
   console.log(`  ${v.name.padEnd(16)} measured ${v.measured.toFixed(3)} s a pass (mean; median ${v.measured_median.toFixed(3)}; compute ${v.measured_compute.toFixed(3)}), forecast ${v.forecast.toFixed(3)} s (compute ${v.forecast_compute.toFixed(3)}, disk ${v.forecast_disk.toFixed(3)}; ${v.error >= 0 ? '+' : ''}${pct(v.error)}), bound by ${v.bound}; resident step just before ${v.resident_step.toFixed(3)} s; disk ${(v.disk_sequential / 1e6).toFixed(0)} / ${(v.disk_expert / 1e6).toFixed(0)} MB/s${v.disk_mixed ? ` (both flat out at once ${(v.disk_mixed / 1e6).toFixed(0)}: ${v.disk_concurrency.toFixed(2)}x one after the other)` : ''}; cache served ${pct(v.hit_rate)} of expert requests (assumed ${pct(v.assumed_hit_rate)}): at that share ${v.forecast_at_hit_rate.toFixed(3)} s (${v.error_at_hit_rate >= 0 ? '+' : ''}${pct(v.error_at_hit_rate)}), and with the engine's own read rates too ${v.forecast_engine_rates.toFixed(3)} s (${v.error_engine_rates >= 0 ? '+' : ''}${pct(v.error_engine_rates)})`);
-const within = (key: 'error' | 'error_at_hit_rate' | 'error_engine_rates') => validation.filter((v) => Math.abs(v[key]) <= 0.15).length;
+const within = (key: 'error' | 'error_at_hit_rate' | 'error_engine_rates') => validation.filter((v) => Math.abs(v[key]) <= TOLERANCE).length;
 console.log(`  within 15 %: ${within('error')} of ${validation.length} as forecast (evenly spread routing), ${within('error_at_hit_rate')} at the share the cache served, ${within('error_engine_rates')} with the engine's own read rates`);
 
 console.log(`\nfull release (93 layers) on this machine: memory ${(profile.memory_bandwidth / 1e9).toFixed(1)} GB/s, disk ${(profile.disk_sequential / 1e6).toFixed(0)} MB/s sequential, ${(profile.disk_expert / 1e6).toFixed(0)} MB/s expert reads, both at once ${(profile.disk_concurrency ?? 1).toFixed(2)}x the speed of one after the other`);

@@ -6,8 +6,8 @@
 # dependency, so `npm ci` stays light. `--no-browser` (npm start) leaves chromium out: the
 # demo prints a URL for the browser you have. apt is asked only for what is missing, after
 # saying what and why; without root the command to run is printed instead. Idempotent: a
-# second run checks and exits in well under a second. Offline workarounds: docs in
-# shared/docs/vscode-e2e.md §1.
+# second run checks and exits in well under a second. What code-server's install would fetch
+# (node headers, node-gyp through npx, ripgrep) is supplied locally where it is installed.
 #   bash scripts/e2e/setup.sh [--no-browser]
 set -euo pipefail
 cd "$(dirname "$0")/../.."

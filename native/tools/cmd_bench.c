@@ -4,7 +4,7 @@
  * then rounds that each
  * run a STREAM-like triad and at once a stretch of incremental greedy decode, the weight
  * bytes each decoded token streamed, and the ratio of achieved to bandwidth-bound decode
- * speed. Options: cli_usage() in k3.c. */
+ * speed. Options: cli_usage() in main.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * 281 MB) and three 7168 x 7168 bf16 projections (308 MB), both far larger than any
  * cache. Each round runs a triad, then one pass over each set with every implementation
  * this CPU runs, so implementations and weight types are compared at one moment's machine
- * (this VM's bandwidth drifts by a third within seconds). Options: cli_usage() in k3.c. */
+ * (this VM's bandwidth drifts by a third within seconds). Options: cli_usage() in main.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * continuation. It replays the true tokens as if a perfect model had produced them and
  * counts what speculative decoding would have drafted and accepted: the upper bound a
  * model that writes exactly the real text would see. No model is loaded; the drafter
- * (src/draft.h) is the engine's own. Options: cli_usage() in k3.c. */
+ * (src/draft.h) is the engine's own. Options: cli_usage() in main.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

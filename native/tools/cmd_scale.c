@@ -16,7 +16,7 @@
  * token: on a fixture with random weights greedy decoding falls into short loops, each
  * repeated token choosing the same experts again, so an expert cache would keep 46-77 % of
  * what a step needs where routing spread evenly (what the forecast assumes) keeps 0-44 %.
- * Options: cli_usage() in k3.c. */
+ * Options: cli_usage() in main.c. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>

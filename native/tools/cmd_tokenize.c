@@ -1,7 +1,7 @@
 /* cmd_tokenize.c - `k3 tokenize` and `k3 detokenize`: the checkpoint's tokenizer from the
  * command line, for checking prompts and ids by hand and from scripts. tokenize prints
  * the ids as one JSON array on the last line of stdout; detokenize writes the text's exact
- * bytes (no newline added). Options are described in k3.c's cli_usage(). */
+ * bytes (no newline added). Options are described in main.c's cli_usage(). */
 #include "commands.h"
 #include "k3.h"
 

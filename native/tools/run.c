@@ -1,6 +1,6 @@
 /* run.c - `k3 MODEL_DIR --ids ...`: loads a model, decodes greedily and reports tokens,
  * time per token and measured peak RSS; the debugging and benchmarking front door of the
- * engine. Options are described by cli_usage() in k3.c, nowhere else. */
+ * engine. Options are described by cli_usage() in main.c, nowhere else. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>

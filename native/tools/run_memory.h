@@ -1,7 +1,7 @@
 /* run_memory.h - the memory options of `k3 MODEL_DIR ...` (presets, budgets, cold page
  * cache, the fault hook), the plan printed before the model opens and the report printed
  * after the run: the CLI side of k3.h's "memory: presets, plans, budgets". Options are
- * described by cli_usage() in k3.c. Everything prints to stderr; --out JSON gets the
+ * described by cli_usage() in main.c. Everything prints to stderr; --out JSON gets the
  * figures. */
 #ifndef K3_RUN_MEMORY_H
 #define K3_RUN_MEMORY_H

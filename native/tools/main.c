@@ -1,4 +1,4 @@
-/* k3.c - the `k3` command-line tool: benchmarks and debugging on top of the engine.
+/* main.c - the `k3` command-line tool: benchmarks and debugging on top of the engine.
  * cli_usage() is the single source of truth for its commands and options; nothing else
  * lists them. Subcommands live in tools/cmd_*.c and are dispatched from the table below. */
 #include "commands.h"

@@ -1,7 +1,7 @@
 /* cmd_forecast.c - `k3 forecast`: seconds per token forecast for the full-scale release (or
  * a checkpoint) under each preset, or under given budgets, on the machine a profile
  * describes (k3_forecast_make of k3.h). Prints a table, or JSON with --json for
- * scripts/bench/scale.ts. Options: cli_usage() in k3.c. */
+ * scripts/bench/scale.ts. Options: cli_usage() in main.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,14 +98,10 @@ int forecast_main(int argc, char **argv) {
                 return rc;
             mp = rm.params;
             name = rm.preset_used ? rm.preset_used : "budgets";
-        } else if (r < k3_preset_count()) {
-            const k3_preset *p = k3_preset_at(r);
-            k3_model_params_default(&mp);
-            k3_preset_apply(p, &mp);
-            name = p->name;
         } else {
-            name = "auto";
-            if (k3_preset_auto(dir, NULL, 0, &mp, NULL, detail, sizeof detail) != K3_OK) {
+            name = r < k3_preset_count() ? k3_preset_at(r)->name : "auto";
+            k3_model_params_default(&mp);
+            if (k3_preset_resolve(name, dir, NULL, &mp, detail, sizeof detail) != K3_OK) {
                 if (!json)
                     printf("  %-12s refused here: %s\n", name, detail);
                 continue;

@@ -11,7 +11,7 @@
 
 #include "commands.h"
 #include "k3.h"
-#include "numbers.h"
+#include "options.h"
 #include "run_dump.h"
 #include "run_memory.h"
 
@@ -90,52 +90,32 @@ static int parse_ids(const char *s, int32_t **out) {
 static int parse_options(int argc, char **argv, run_options *o) {
     *o = (run_options){.model_dir = argv[0], .gen = 8, .threads = 1, .batch = 128};
     run_memory_init(&o->memory);
-    for (int i = 1; i < argc; i++) {
-        const int mem = run_memory_option(&o->memory, argc, argv, &i, o->model_dir);
-        if (mem < 0)
-            return 2;
-        if (mem == 2)
-            return -1; /* --list-presets: done, exit 0 */
-        if (mem)
-            continue;
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        const char **text_opt = !strcmp(a, "--ids")           ? &o->ids
-                                : !strcmp(a, "--prompt")        ? &o->prompt
-                                : !strcmp(a, "--prompt-file")   ? &o->prompt_file
-                                : !strcmp(a, "--tok")           ? &o->tok_dir
-                                : !strcmp(a, "--dump-logits")   ? &o->dump_logits
-                                : !strcmp(a, "--dump-activations") ? &o->dump_activations
-                                : !strcmp(a, "--out")           ? &o->out
-                                : !strcmp(a, "--save-state")    ? &o->save_state
-                                : !strcmp(a, "--load-state")    ? &o->load_state
-                                : !strcmp(a, "--context-ids")   ? &o->context_ids
-                                : !strcmp(a, "--context-file")  ? &o->context_file
-                                                                : NULL;
-        int *int_opt = !strcmp(a, "--gen") ? &o->gen : !strcmp(a, "--threads") ? &o->threads
-                       : !strcmp(a, "--batch")                                 ? &o->batch
-                       : !strcmp(a, "--spec")                                  ? &o->spec
-                                                                               : NULL;
-        if (!strcmp(a, "--incremental"))
-            o->incremental = 1;
-        else if (!strcmp(a, "--spec-always"))
-            o->spec_always = 1;
-        else if (!strcmp(a, "--tf-check"))
-            o->tf_check = 1;
-        else if (!strcmp(a, "--heal"))
-            o->heal = 1;
-        else if (text_opt || int_opt) {
-            if (!v)
-                return bad_usage("%s needs a value", a);
-            i++;
-            if (text_opt)
-                *text_opt = v;
-            else if (numbers_parse_int(v, int_opt == &o->spec ? 0 : int_opt == &o->gen ? 0 : 1,
-                               int_opt == &o->spec ? 16 : 1 << 20, int_opt))
-                return bad_usage("bad number '%s'", v);
-        } else
-            return bad_usage("unknown option '%s'", a);
-    }
+    const option table[] = {
+        {"--ids", OPTION_TEXT, &o->ids, 0, 0},
+        {"--prompt", OPTION_TEXT, &o->prompt, 0, 0},
+        {"--prompt-file", OPTION_TEXT, &o->prompt_file, 0, 0},
+        {"--tok", OPTION_TEXT, &o->tok_dir, 0, 0},
+        {"--dump-logits", OPTION_TEXT, &o->dump_logits, 0, 0},
+        {"--dump-activations", OPTION_TEXT, &o->dump_activations, 0, 0},
+        {"--out", OPTION_TEXT, &o->out, 0, 0},
+        {"--save-state", OPTION_TEXT, &o->save_state, 0, 0},
+        {"--load-state", OPTION_TEXT, &o->load_state, 0, 0},
+        {"--context-ids", OPTION_TEXT, &o->context_ids, 0, 0},
+        {"--context-file", OPTION_TEXT, &o->context_file, 0, 0},
+        {"--gen", OPTION_INT, &o->gen, 0, 1 << 20},
+        {"--threads", OPTION_INT, &o->threads, 1, 1 << 20},
+        {"--batch", OPTION_INT, &o->batch, 1, 1 << 20},
+        {"--spec", OPTION_INT, &o->spec, 0, 16},
+        {"--incremental", OPTION_FLAG, &o->incremental, 0, 0},
+        {"--spec-always", OPTION_FLAG, &o->spec_always, 0, 0},
+        {"--tf-check", OPTION_FLAG, &o->tf_check, 0, 0},
+        {"--heal", OPTION_FLAG, &o->heal, 0, 0},
+    };
+    const option_parser parser = {"k3", table, (int)(sizeof table / sizeof table[0]), &o->memory, o->model_dir,
+                                  NULL, NULL};
+    const int rc = options_parse(&parser, argc, argv, 1);
+    if (rc)
+        return rc;
     if (!!o->ids + !!o->prompt + !!o->prompt_file != 1)
         return bad_usage("%s: give the prompt with exactly one of --ids, --prompt, --prompt-file", o->model_dir);
     if (o->heal && o->ids)

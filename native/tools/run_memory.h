@@ -63,7 +63,8 @@ int run_memory_prepare(run_memory *rm, const char *model_dir, const k3_context_p
 void run_memory_start(run_memory *rm, const k3_model *model);
 void run_memory_stop(run_memory *rm, const k3_model *model, double wall_seconds, double peak_rss);
 
-/* Writes the JSON members (leading comma, no trailing one) for --out. */
+/* Writes the "memory" member (leading comma, no trailing one) for --out; its shape is
+ * declared once for its readers in scripts/bench/lib/memory-report.ts: change both together. */
 void run_memory_json(const run_memory *rm, FILE *f);
 
 #endif

@@ -195,25 +195,19 @@ static int parse_list(const char *s, int *out, int cap, int lo, int hi) {
     return n;
 }
 
-static int usage_error(const char *what, const char *arg) {
-    fprintf(stderr, "k3 bench-scale: %s '%s'\n\n", what, arg);
-    cli_usage(stderr);
-    return 2;
-}
-
 /* The list options, which a table cannot describe. */
 static int list_option(void *user, int argc, char **argv, int *i) {
     scale_options *o = user;
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     if ((!strcmp(a, "--verify") || !strcmp(a, "--disk")) && !v)
-        return usage_error("a value is missing after", a);
+        return options_usage_error("k3 bench-scale", "a value is missing after '%s'", a);
     if (!strcmp(a, "--verify")) {
         if ((o->n_positions = parse_list(v, o->positions, SCALE_MAX_POSITIONS, 1, 64)) < 0)
-            return usage_error("--verify: expected up to 17 position counts 1..64, got", v);
+            return options_usage_error("k3 bench-scale", "--verify '%s': expected up to 17 position counts 1..64", v);
     } else if (!strcmp(a, "--disk")) {
         int mb[SCALE_MAX_DISK];
         if ((o->n_disk = parse_list(v, mb, SCALE_MAX_DISK, 0, 4096)) < 0)
-            return usage_error("--disk: expected up to 8 block sizes in MB (0: the expert slot), got", v);
+            return options_usage_error("k3 bench-scale", "--disk '%s': expected up to 8 block sizes in MB (0: the expert slot)", v);
         for (int k = 0; k < o->n_disk; k++)
             o->disk_blocks[k] = (uint64_t)mb[k] * 1000000ULL;
     } else {
@@ -251,9 +245,9 @@ static int parse_options(int argc, char **argv, scale_options *o) {
     if (rc)
         return rc;
     if (o->rounds > o->steps)
-        return usage_error("--rounds is more than --steps", "");
+        return options_usage_error("k3 bench-scale", "--rounds %d is more than --steps %d", o->rounds, o->steps);
     if (o->beside_reads && (!o->rounds || !o->disk_random))
-        return usage_error("--beside-reads needs --rounds (the triad) and --disk-random (the reads)", "");
+        return options_usage_error("k3 bench-scale", "--beside-reads needs --rounds (the triad) and --disk-random (the reads)");
     return 0;
 }
 
@@ -446,7 +440,7 @@ int scale_main(int argc, char **argv) {
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!o.out)
-        return usage_error("--out FILE is required", "");
+        return options_usage_error("k3 bench-scale", "--out FILE is required");
     double load_before[3], load_after[3];
     load_average(load_before);
 

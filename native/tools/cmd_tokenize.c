@@ -11,12 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int usage_error(const char *cmd, const char *what) {
-    fprintf(stderr, "k3 %s: %s\n\n", cmd, what);
-    cli_usage(stderr);
-    return 2;
-}
-
 static int engine_error(const char *cmd, k3_status st, const char *detail) {
     fprintf(stderr, "k3 %s: %s: %s\n", cmd, k3_status_name(st), detail);
     return 1;
@@ -74,7 +68,7 @@ int tokenize_main(int argc, char **argv) {
         return 2;
     const int allow_special = !no_special;
     if (!dir || !prompt == !prompt_file)
-        return usage_error("tokenize", "needs --tok DIR and one of --prompt TEXT, --prompt-file PATH");
+        return options_usage_error("k3 tokenize", "%s", "needs --tok DIR and one of --prompt TEXT, --prompt-file PATH");
     size_t len;
     char *text = NULL;
     if (prompt_file) {
@@ -159,11 +153,11 @@ int detokenize_main(int argc, char **argv) {
     if (options_parse(&parser, argc, argv, 1))
         return 2;
     if (!dir || !list)
-        return usage_error("detokenize", "needs --tok DIR and --ids 1,2,3");
+        return options_usage_error("k3 detokenize", "%s", "needs --tok DIR and --ids 1,2,3");
     int32_t *ids;
     size_t n;
     if (!parse_ids(list, &ids, &n))
-        return usage_error("detokenize", "--ids takes integers separated by commas");
+        return options_usage_error("k3 detokenize", "%s", "--ids takes integers separated by commas");
     k3_tokenizer *tok = open_tok("detokenize", dir);
     int rc = 1;
     size_t need;

@@ -2,17 +2,22 @@
 #include "options.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
 
-static int usage_error(const option_parser *p, const char *what, const char *arg) {
-    fprintf(stderr, "%s: %s '%s'\n\n", p->command, what, arg);
+int options_usage_error(const char *command, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", command);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n\n");
+    va_end(ap);
     cli_usage(stderr);
     return 2;
 }
-
 /* Stores v in o's target, or says why it cannot (returns 2). */
 static int take_value(const option_parser *p, const option *o, const char *v) {
     if (o->kind == OPTION_TEXT) {
@@ -65,14 +70,14 @@ int options_parse(const option_parser *p, int argc, char **argv, int first) {
                 continue;
             if (custom)
                 return 2;
-            return usage_error(p, "unknown option", argv[i]);
+            return options_usage_error(p->command, "unknown option '%s'", argv[i]);
         }
         if (o->kind == OPTION_FLAG) {
             *(int *)o->target = 1;
             continue;
         }
         if (i + 1 >= argc)
-            return usage_error(p, "a value is missing after", argv[i]);
+            return options_usage_error(p->command, "a value is missing after '%s'", argv[i]);
         if (take_value(p, o, argv[++i]))
             return 2;
     }

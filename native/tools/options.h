@@ -43,4 +43,8 @@ typedef struct option_parser {
  * value with the usage after it, a value out of range with the range). */
 int options_parse(const option_parser *p, int argc, char **argv, int first);
 
+/* Prints "command: <message>", a blank line and the usage on stderr; returns 2 (the exit
+ * status of a command line that does not say what to do). */
+int options_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 #endif

@@ -46,14 +46,6 @@ static double peak_rss_bytes(void) {
     return getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss * 1024.0 : 0.0;
 }
 
-static int bad_usage(const char *fmt, const char *arg) {
-    fprintf(stderr, "k3: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n\n");
-    cli_usage(stderr);
-    return 2;
-}
-
 /* "1,2,3" -> ids; returns the count, or -1 with a message. */
 static int parse_ids(const char *s, int32_t **out) {
     int cap = 16, n = 0;
@@ -117,22 +109,22 @@ static int parse_options(int argc, char **argv, run_options *o) {
     if (rc)
         return rc;
     if (!!o->ids + !!o->prompt + !!o->prompt_file != 1)
-        return bad_usage("%s: give the prompt with exactly one of --ids, --prompt, --prompt-file", o->model_dir);
+        return options_usage_error("k3", "%s: give the prompt with exactly one of --ids, --prompt, --prompt-file", o->model_dir);
     if (o->heal && o->ids)
-        return bad_usage("%s", "--heal backs the prompt's text off to its last piece: it needs --prompt or --prompt-file");
+        return options_usage_error("k3", "%s", "--heal backs the prompt's text off to its last piece: it needs --prompt or --prompt-file");
     if (o->heal && o->tf_check)
-        return bad_usage("%s", "--heal constrains generation: --tf-check generates nothing");
+        return options_usage_error("k3", "%s", "--heal constrains generation: --tf-check generates nothing");
     /* Speculation, healing, saved state and resuming all need the carried state. */
     if (o->spec || o->heal || o->save_state || o->load_state)
         o->incremental = 1;
     if ((o->context_ids || o->context_file) && !o->spec)
-        return bad_usage("%s", "--context-ids / --context-file feed the drafter: they need --spec N");
+        return options_usage_error("k3", "%s", "--context-ids / --context-file feed the drafter: they need --spec N");
     if (o->spec_always && !o->spec)
-        return bad_usage("%s", "--spec-always says how --spec drafts: it needs --spec N");
+        return options_usage_error("k3", "%s", "--spec-always says how --spec drafts: it needs --spec N");
     if (o->context_ids && o->context_file)
-        return bad_usage("%s", "give at most one of --context-ids and --context-file");
+        return options_usage_error("k3", "%s", "give at most one of --context-ids and --context-file");
     if (o->tf_check && (o->spec || o->save_state || o->load_state))
-        return bad_usage("%s", "--tf-check runs one teacher-forced pass: it takes no --spec or state options");
+        return options_usage_error("k3", "%s", "--tf-check runs one teacher-forced pass: it takes no --spec or state options");
     return 0;
 }
 
@@ -307,7 +299,7 @@ int run_main(int argc, char **argv) {
         k3_tokenizer_close(tok);
         free(prompt);
         free(heal.bytes);
-        return bad_usage("%s", o.heal ? "--heal: the prompt is a single piece; healing needs text before its last piece"
+        return options_usage_error("k3", "%s", o.heal ? "--heal: the prompt is a single piece; healing needs text before its last piece"
                                       : "the prompt is empty");
     }
     char detail[2048];

@@ -5,7 +5,7 @@
 // else keeps extension state.
 import * as fs from 'node:fs';
 import * as vscode from 'vscode';
-import { DidChangeConfigurationNotification, ErrorCodes, ResponseError, State, type LanguageClient } from 'vscode-languageclient/node';
+import { DidChangeConfigurationNotification, State, type LanguageClient } from 'vscode-languageclient/node';
 import {
   DidChangeStatusNotification,
   DidReportProblemNotification,
@@ -452,7 +452,7 @@ export class Ctx {
       return;
     }
     if (before.preset !== this.settings.preset || before.presetExplicit !== this.settings.presetExplicit) {
-      void this.choosePreset(this.settings.preset, 'restart');
+      void this.choosePreset(this.settings.preset);
     }
     if (!this.settings.completions.enabled) this.completions.cancelAll();
     if (this.client?.isRunning()) {
@@ -465,18 +465,13 @@ export class Ctx {
 
   /**
    * Makes `preset` this workspace's preset: k3/presets/set saves it and reloads a loaded
-   * model, with a progress notification until the engine is ready again. A server without
-   * that method gets the preset at its next start instead: `restart` restarts it now (the
-   * setting already holds the preset), `setting` writes the user setting, whose change
-   * comes back here with `restart`.
+   * model with it, with a progress notification until the engine is ready again. With no
+   * server running, the next start takes it from the setting (which holds it when the
+   * setting changed): `restart` starts one now.
    */
-  async choosePreset(preset: string, unsupported: 'restart' | 'setting'): Promise<void> {
-    const fallback = async () => {
-      if (unsupported === 'restart') await this.restart(`K3: reloading the engine with preset ${preset}`);
-      else await vscode.workspace.getConfiguration('k3').update('preset', preset, vscode.ConfigurationTarget.Global);
-    };
+  async choosePreset(preset: string): Promise<void> {
     const client = this.client;
-    if (!client?.isRunning()) return fallback();
+    if (!client?.isRunning()) return this.restart(`K3: reloading the engine with preset ${preset}`);
     this.showLoadProgress(`K3: reloading the engine with preset ${preset}`, true);
     try {
       const result = await client.sendRequest(PresetsSetRequest.type, { preset });
@@ -484,11 +479,6 @@ export class Ctx {
       this.paint();
       await this.refreshStatus();
     } catch (e) {
-      if (e instanceof ResponseError && e.code === ErrorCodes.MethodNotFound) {
-        this.presetSwitching = false;
-        await fallback();
-        return;
-      }
       this.output.error(`k3/presets/set ${preset}: ${describeRequestError(e)}`);
       void vscode.window
         .showErrorMessage(`K3: could not switch to preset ${preset}: ${describeRequestError(e)}`, 'Show Logs')

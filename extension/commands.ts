@@ -37,7 +37,6 @@ interface ManifestCommand {
 interface Manifest {
   contributes: {
     commands: ManifestCommand[];
-    configuration: { properties: Record<string, { enum?: string[] }> };
   };
 }
 
@@ -53,29 +52,29 @@ function targetOf(key: string): vscode.ConfigurationTarget {
   return vscode.ConfigurationTarget.Global;
 }
 
+/** The picker lists what the server's engine knows (k3/presets/list): the server ships in
+ * this package, so there is no other list to fall back on; without a running server it says
+ * so instead of guessing. */
 async function selectPreset(ctx: Ctx): Promise<void> {
-  let presets: PresetInfo[] | { id: string; description?: string }[] = (
-    manifest(ctx).contributes.configuration.properties['k3.preset']?.enum ?? ['auto']
-  ).map((id) => ({ id }));
-  let current = ctx.serverPreset ?? ctx.settings.preset;
-  let note =
-    ctx.settings.backend === 'remote'
-      ? 'Memory presets apply to the local engine only; completions and chat now go to the remote server (k3.backend).'
-      : undefined;
-  if (ctx.client?.isRunning()) {
-    try {
-      const listed = await ctx.client.sendRequest(PresetsListRequest.type);
-      if (listed.presets.length > 0) presets = listed.presets;
-      current = listed.current || current;
-      note = listed.note ?? note;
-    } catch (e) {
-      ctx.output.warn(`k3/presets/list: ${describeRequestError(e)}; listing the presets package.json declares`);
-    }
+  const client = ctx.client;
+  if (!client?.isRunning()) {
+    const pick = await vscode.window.showWarningMessage('K3: the engine is not running; its presets are listed once it is.', 'Restart Engine');
+    if (pick) await vscode.commands.executeCommand('k3.restartEngine');
+    return;
   }
+  const listed = await client.sendRequest(PresetsListRequest.type).catch((e: unknown) => {
+    ctx.output.error(`k3/presets/list: ${describeRequestError(e)}`);
+    void vscode.window.showErrorMessage(`K3: could not list the memory presets: ${describeRequestError(e)}`);
+    return undefined;
+  });
+  if (!listed) return;
+  const presets: PresetInfo[] = listed.presets;
+  const current = listed.current || (ctx.serverPreset ?? ctx.settings.preset);
+  const note = listed.note;
   const available = availableMemoryBytes();
   const facts = new Map<string, PresetFacts>();
-  for (const p of presets as Partial<PresetInfo>[]) {
-    if (p.id && p.trunkBytes !== undefined && p.expertCacheBytes !== undefined && p.peakBytes !== undefined) {
+  for (const p of presets) {
+    if (p.trunkBytes !== undefined && p.expertCacheBytes !== undefined && p.peakBytes !== undefined) {
       facts.set(p.id, {
         trunkBytes: p.trunkBytes,
         expertCacheBytes: p.expertCacheBytes,
@@ -100,7 +99,7 @@ async function selectPreset(ctx: Ctx): Promise<void> {
   // A preset the user set in settings.json stays the one place it is chosen (the change
   // listener in ctx.ts applies it); otherwise the server keeps this workspace's choice.
   if (ctx.settings.presetExplicit) await vscode.workspace.getConfiguration('k3').update('preset', pick.preset, targetOf('preset'));
-  else await ctx.presets.choose(pick.preset, 'setting');
+  else await ctx.presets.choose(pick.preset);
 }
 
 async function selectModelFolder(ctx: Ctx): Promise<void> {

@@ -223,7 +223,7 @@ export class Ctx {
       return;
     }
     if (before.preset !== this.settings.preset || before.presetExplicit !== this.settings.presetExplicit) {
-      void this.presets.choose(this.settings.preset, 'restart');
+      void this.presets.choose(this.settings.preset);
     }
     if (!this.settings.completions.enabled) this.completions.cancelAll();
     if (this.client?.isRunning()) {

@@ -6,9 +6,9 @@
 // how far it missed where it was checked (the worst miss beside it, the whole check in the
 // detail). Without a model, the full K3's peak is shown. Pure except availableMemoryBytes(), which
 // reads the OS.
-// Budgets and peak memory come from the engine's preset table through k3/presets/list; a
-// preset the server says nothing about (an older server, or none running) is listed as
-// not reported rather than guessed. `auto`, which sizes itself from free memory, is the
+// The presets, their budgets and peak memory come from the engine's preset table through
+// k3/presets/list, the only list the picker shows; a preset it gives no budgets for (auto,
+// mapped) is described, not guessed. `auto`, which sizes itself from free memory, is the
 // recommended one.
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -81,9 +81,9 @@ export function wholeModelNote(model: PresetModel | undefined, facts: ReadonlyMa
 }
 
 /**
- * One item per preset, from k3/presets/list (or package.json's enum for `k3.preset` when
- * the server cannot list them). `facts` holds the budgets the engine reported, by name;
- * `recommended` is the engine's pick, or `auto` when the engine reported none.
+ * One item per preset, from k3/presets/list. `facts` holds the budgets the engine
+ * reported, by name; `recommended` is the engine's pick, or `auto` when the engine
+ * reported none.
  */
 export function presetItems(
   presets: readonly { id: string; description?: string }[],

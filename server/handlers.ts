@@ -69,16 +69,17 @@ function describeLoad(p: LoadProgress): { message: string; percentage?: number }
   return out;
 }
 
-/** Loads a model, reporting through `progress` (a work-done reporter, or the promise of
- * one) when given. The load starts at once, so the status says `loading` before the
- * reporter is there. */
+/** Loads a model with `preset`, reporting through `progress` (a work-done reporter, or the
+ * promise of one) when given. The load starts at once, so the status says `loading` before
+ * the reporter is there. */
 async function loadModel(
   ctx: ServerCtx,
   modelPath: string,
+  preset: string,
   progress: WorkDoneProgressReporter | undefined | Promise<WorkDoneProgressReporter | undefined>,
 ): Promise<ModelLoadResult> {
   const t0 = Date.now();
-  const loading = ctx.host.load(modelPath, ctx.preset);
+  const loading = ctx.host.load(modelPath, preset);
   loading.catch(() => undefined); // handled below; not an unhandled rejection while the reporter comes
   let reporter: WorkDoneProgressReporter | undefined;
   try {
@@ -93,7 +94,7 @@ async function loadModel(
   };
   try {
     const loaded = await loading;
-    ctx.log(`model loaded from ${loaded.modelPath} in ${Date.now() - t0} ms (preset ${ctx.preset})`);
+    ctx.log(`model loaded from ${loaded.modelPath} in ${Date.now() - t0} ms (preset ${preset})`);
     return { modelPath: loaded.modelPath, vocabSize: loaded.model.vocabSize, loadMs: Date.now() - t0 };
   } finally {
     ctx.loadProgressSink = undefined;
@@ -138,7 +139,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
       return;
     }
     // The load starts (phase `loading`) before the first status goes out: no `no-model` flash.
-    loadModel(ctx, modelPath, serverProgress(ctx)).catch((e: Error) => ctx.log(`model load failed: ${e.message}`));
+    loadModel(ctx, modelPath, ctx.preset, serverProgress(ctx)).catch((e: Error) => ctx.log(`model load failed: ${e.message}`));
     ctx.status.enable();
   });
 
@@ -170,7 +171,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
       ctx.store.updateWorkspace({ preset });
       // With a remote backend the choice is kept for when the local engine is used again.
       const reload = ctx.remote ? undefined : ctx.host.loaded?.modelPath;
-      if (reload) await loadModel(ctx, reload, await serverProgress(ctx));
+      if (reload) await loadModel(ctx, reload, preset, await serverProgress(ctx));
       return { preset, reloaded: reload !== undefined };
     }),
   );
@@ -186,7 +187,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
       token.onCancellationRequested(() => ctx.host.cancelLoad());
       const progress =
         p.workDoneToken !== undefined ? connection.window.attachWorkDoneProgress(p.workDoneToken) : await serverProgress(ctx);
-      return loadModel(ctx, modelPath, progress);
+      return loadModel(ctx, modelPath, ctx.preset, progress);
     }),
   );
 

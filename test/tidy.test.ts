@@ -2,12 +2,16 @@
 // file says what it is for in its opening comment, dependencies point one way (server/
 // never imports vscode, the engine layer never imports the services that use it, nor they
 // the context that holds them, the addon sees only k3.h, the engine never sees Node), tests are
-// never focused or skipped, and the command table matches package.json.
+// never focused or skipped, the command table matches package.json, the preset list has one
+// source, the engine's table (native/src/presets.c), which every other list follows, and no
+// tracked file names a path of one machine.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { repoRoot } from './support/paths';
+import { engine } from './support/engine';
+import { k3Cli, repoRoot } from './support/paths';
 
 const SOURCE_DIRS = ['protocol', 'extension', 'server', 'webview', 'scripts', 'test', 'training', 'native/src', 'native/include', 'native/tools', 'native/tests', 'native/addon', 'native/fuzz'];
 const SOURCE_EXT = /\.(ts|mjs|js|c|h|cc|py)$/;
@@ -156,3 +160,14 @@ function walkAll(dir: string, ext: RegExp): string[] {
   }
   return out;
 }
+
+test("every list of presets is the engine's: package.json's k3.preset enum and the CLI's usage", () => {
+  // The names k3_preset_resolve takes: "auto", the table's, "mapped".
+  const names = ['auto', ...engine.presets().map((p) => p.name), 'mapped'];
+  const manifest = JSON.parse(read(path.join(repoRoot, 'package.json')));
+  assert.deepEqual(manifest.contributes.configuration.properties['k3.preset'].enum, names, "package.json's k3.preset enum");
+  const help = spawnSync(k3Cli, ['--help'], { encoding: 'utf8' });
+  const usage = /--preset NAME +([a-z |]+):/.exec(help.stdout);
+  assert.ok(usage, `k3 --help has no --preset NAME line:\n${help.stdout}${help.stderr}`);
+  assert.deepEqual(usage[1].split('|').map((n) => n.trim()).sort(), [...names].sort(), "the --preset line of k3's usage (main.c)");
+});

@@ -24,7 +24,7 @@ Napi::Value Version(const Napi::CallbackInfo &info) {
 // k3_detokenize_stream over it. Engine failures throw through ThrowK3Error (addon.h):
 // `code` is the status name and the message the engine's detail. Tokenizing runs
 // on the calling (JS) thread: prompts are small and it is fast (see
-// scripts/bench-tokenizer.ts).
+// scripts/bench/tokenizer.ts).
 
 // Marks objects made by the Tokenizer constructor, so TokenStream can trust what it is given.
 constexpr napi_type_tag kTokenizerTag = {0x6b33746f6b656e69ULL, 0x7a65722d76310001ULL};

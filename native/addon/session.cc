@@ -53,9 +53,9 @@ int IntOption(Napi::Object o, const char *key, int fallback) {
 }
 
 // ---- openModel(dir, { preset, onProgress }) -> { promise, cancel } ---------------------
-// The preset picks the budgets (k3.h "memory: presets, plans, budgets"): a name from
-// presets(), "auto" (k3_preset_auto for this machine), or "mapped"/absent (everything
-// mapped from the shards). Progress (phase, bytes done, bytes total) reaches onProgress
+// The preset picks the budgets through k3_preset_resolve (k3.h "memory: presets, plans,
+// budgets"): a name from presets(), "auto" (sized for this machine), or "mapped"/absent
+// (everything mapped from the shards). Progress (phase, bytes done, bytes total) reaches onProgress
 // through a thread-safe function; cancel() makes the engine's progress callback return
 // nonzero, so the open stops at its next report (K3_ERR_CANCELLED) or, if it reports no
 // more, is discarded when it returns.
@@ -84,19 +84,9 @@ class OpenJob : public Napi::AsyncWorker {
     void Execute() override {
         k3_model_params params;
         k3_model_params_default(&params);
-        if (preset_ == "auto") {
-            status_ = k3_preset_auto(dir_.c_str(), nullptr, 0, &params, nullptr, detail_, sizeof detail_);
-            if (status_ != K3_OK)
-                return;
-        } else if (!preset_.empty() && preset_ != "mapped") {
-            const k3_preset *p = k3_preset_find(preset_.c_str());
-            if (!p) {
-                status_ = K3_ERR_INVALID_ARGUMENT;
-                snprintf(detail_, sizeof detail_, "unknown preset \"%s\"", preset_.c_str());
-                return;
-            }
-            k3_preset_apply(p, &params);
-        }
+        status_ = k3_preset_resolve(preset_.c_str(), dir_.c_str(), nullptr, &params, detail_, sizeof detail_);
+        if (status_ != K3_OK)
+            return;
         params.progress = &OpenJob::OnProgress;
         params.progress_user = this;
         status_ = OpenModelHandle(dir_.c_str(), &params, &model_, detail_, sizeof detail_);
@@ -170,11 +160,11 @@ Napi::Value OpenModel(const Napi::CallbackInfo &info) {
             .ThrowAsJavaScriptException();
         return env.Undefined();
     }
-    std::string preset;
+    std::string preset = "mapped";
     Napi::Value onProgress = env.Undefined();
     if (info[1].IsObject()) {
         Napi::Object o = info[1].As<Napi::Object>();
-        if (o.Get("preset").IsString())
+        if (o.Get("preset").IsString() && !o.Get("preset").As<Napi::String>().Utf8Value().empty())
             preset = o.Get("preset").As<Napi::String>().Utf8Value();
         onProgress = o.Get("onProgress");
     }

@@ -486,6 +486,18 @@ void k3_preset_apply(const k3_preset *p, k3_model_params *mp);
 k3_status k3_preset_auto(const char *dir, const k3_context_params *cp, uint64_t mem_available,
                          k3_model_params *out, k3_plan *plan, char *detail, size_t detail_size);
 
+/* The one way a preset name becomes budgets (the CLI's --preset, the editor's k3.preset):
+ * sets mp's trunk and expert-cache budgets from `name` and leaves the rest of mp as it is.
+ * A name of the table above takes its budgets (k3_preset_apply); "auto" sizes them as
+ * k3_preset_auto does for the checkpoint in dir (NULL: the full-scale release), a context as
+ * cp (NULL: defaults) and this machine's MemAvailable; "mapped" maps both, as
+ * k3_model_params_default leaves them. K3_ERR_INVALID_ARGUMENT for any other name (NULL
+ * included), the detail naming it and every name there is; for "auto", the errors of
+ * k3_preset_auto (K3_ERR_BUDGET below the floor, with the numbers). On failure mp is
+ * unchanged and detail (caller-owned, may be NULL) says why. */
+k3_status k3_preset_resolve(const char *name, const char *dir, const k3_context_params *cp, k3_model_params *mp,
+                            char *detail, size_t detail_size);
+
 /* Seconds per forward pass forecast for a checkpoint under given budgets on this machine,
  * from a machine profile written by `npm run bench -- scale`: the memory bandwidth and disk
  * read speed measured here, and per-layer-kind seconds measured at the release's width.

@@ -1,5 +1,5 @@
 /* context.h - the inside of a k3_context, shared by the files that implement its parts of
- * k3.h: decode.c (decoding), checkpoint.c (snapshots, checkpoints, k3_sync), spec.c
+ * k3.h: decode.c (decoding), checkpoint.c (snapshots, checkpoints, k3_sync), generate.c
  * (k3_generate) and state.c (saved state). Nothing outside those files sees it. */
 #ifndef K3_CONTEXT_H
 #define K3_CONTEXT_H
@@ -53,8 +53,8 @@ struct k3_context {
     int n_checkpoints;
     size_t checkpoint_limit, checkpoint_bytes;
     unsigned long use_clock;
-    context_snapshot rollback; /* spec.c's pre-verification snapshot (kda only) */
-    /* spec.c's measured seconds of a serial step and of a verified position (0: not yet),
+    context_snapshot rollback; /* generate.c's pre-verification snapshot (kda only) */
+    /* generate.c's measured seconds of a serial step and of a verified position (0: not yet),
      * kept across k3_generate calls: they belong to the model, machine and thread count. */
     double spec_step_seconds, spec_position_seconds;
 };

@@ -13,6 +13,7 @@
 #include "json.h"
 
 #include "hash.h"
+#include "utf8.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <locale.h>
@@ -204,37 +205,6 @@ static const unsigned char string_special[256] = {
     1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
 };
 
-/* Length of the valid UTF-8 sequence (RFC 3629: no overlongs, no surrogates, at most
- * U+10FFFF) starting at s, or 0 if it is not one. */
-static size_t utf8_sequence(const unsigned char *s, size_t avail) {
-    unsigned char c = s[0];
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xbf; /* range of the second byte */
-    if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        if (c == 0xe0)
-            lo = 0xa0;
-        else if (c == 0xed)
-            hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f;
-    } else {
-        return 0;
-    }
-    if (avail < len || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    return len;
-}
-
 static int hex4(const unsigned char *s, size_t avail, unsigned *out) {
     if (avail < 4)
         return 0;
@@ -253,25 +223,6 @@ static int hex4(const unsigned char *s, size_t avail, unsigned *out) {
     }
     *out = v;
     return 1;
-}
-
-static char *put_utf8(char *d, unsigned cp) {
-    if (cp < 0x80) {
-        *d++ = (char)cp;
-    } else if (cp < 0x800) {
-        *d++ = (char)(0xc0 | cp >> 6);
-        *d++ = (char)(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-        *d++ = (char)(0xe0 | cp >> 12);
-        *d++ = (char)(0x80 | (cp >> 6 & 0x3f));
-        *d++ = (char)(0x80 | (cp & 0x3f));
-    } else {
-        *d++ = (char)(0xf0 | cp >> 18);
-        *d++ = (char)(0x80 | (cp >> 12 & 0x3f));
-        *d++ = (char)(0x80 | (cp >> 6 & 0x3f));
-        *d++ = (char)(0x80 | (cp & 0x3f));
-    }
-    return d;
 }
 
 /* Decodes the string starting at the '"' under p->pos into the pool. */
@@ -310,7 +261,7 @@ static k3_status parse_string(parser *p, const char **out, uint32_t *out_len) {
         if (c < 0x20)
             return fail_at(p, i, "control character 0x%02x in a string must be escaped", c);
         if (c >= 0x80) {
-            size_t len = utf8_sequence(s + i, n - i);
+            size_t len = utf8_decode(s + i, n - i, NULL, NULL);
             if (len == 0)
                 return fail_at(p, i, "invalid UTF-8 byte 0x%02x in a string", c);
             memcpy(d, s + i, len);
@@ -347,7 +298,7 @@ static k3_status parse_string(parser *p, const char **out, uint32_t *out_len) {
                 cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
                 i += 6;
             }
-            d = put_utf8(d, cp);
+            d = utf8_encode(d, cp);
             i += 4;
             break;
         }

@@ -198,3 +198,36 @@ k3_status k3_preset_auto(const char *dir, const k3_context_params *cp, uint64_t 
         error_copy_detail(&err, detail, detail_size);
     return s;
 }
+
+k3_status k3_preset_resolve(const char *name, const char *dir, const k3_context_params *cp, k3_model_params *mp,
+                            char *detail, size_t detail_size) {
+    if (name && !strcmp(name, "auto")) {
+        k3_model_params sized;
+        const k3_status s = k3_preset_auto(dir, cp, 0, &sized, NULL, detail, detail_size);
+        if (s == K3_OK) {
+            mp->trunk_bytes = sized.trunk_bytes;
+            mp->expert_cache_bytes = sized.expert_cache_bytes;
+        }
+        return s;
+    }
+    if (name && !strcmp(name, "mapped")) {
+        mp->trunk_bytes = -1;
+        mp->expert_cache_bytes = -1;
+        return K3_OK;
+    }
+    const k3_preset *p = k3_preset_find(name);
+    if (p) {
+        k3_preset_apply(p, mp);
+        return K3_OK;
+    }
+    char names[256] = "auto";
+    for (int i = 0; i < N_PRESETS; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), ", %s", presets[i].name);
+    k3_error err;
+    if (name)
+        error_set(&err, K3_ERR_INVALID_ARGUMENT, "unknown preset \"%s\": the presets are %s and mapped", name, names);
+    else
+        error_set(&err, K3_ERR_INVALID_ARGUMENT, "no preset named: the presets are %s and mapped", names);
+    error_copy_detail(&err, detail, detail_size);
+    return K3_ERR_INVALID_ARGUMENT;
+}

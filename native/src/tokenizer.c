@@ -30,6 +30,7 @@
 
 #include "json.h"
 #include "tokenizer_unicode.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -482,7 +483,7 @@ void tokenizer_set_heap_min(k3_tokenizer *t, size_t n) {
     t->heap_min = n;
 }
 
-/* ---- encoding: output, UTF-8, the split pattern -------------------------------------- */
+/* ---- encoding: output, characters (utf8.h), the split pattern ------------------------ */
 
 typedef struct sink {
     int32_t *ids;
@@ -496,54 +497,6 @@ static inline void emit(sink *s, int32_t id) {
     if (s->n < s->cap)
         s->ids[s->n] = id;
     s->n++;
-}
-
-/* Decodes the character at s[0..n) (n > 0): returns its length and sets *cp, or returns 1
- * with *cp = INVALID_CP for a byte that does not start a well-formed sequence. */
-static inline size_t utf8_next(const uint8_t *s, size_t n, uint32_t *cp) {
-    uint8_t c = s[0];
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    size_t len;
-    uint32_t v;
-    uint8_t lo = 0x80, hi = 0xbf;
-    if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-        v = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        v = c & 0x0f;
-        if (c == 0xe0)
-            lo = 0xa0;
-        else if (c == 0xed)
-            hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        v = c & 0x07;
-        if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f;
-    } else {
-        *cp = INVALID_CP;
-        return 1;
-    }
-    if (n < len || s[1] < lo || s[1] > hi) {
-        *cp = INVALID_CP;
-        return 1;
-    }
-    v = v << 6 | (s[1] & 0x3f);
-    for (size_t k = 2; k < len; k++) {
-        if ((s[k] & 0xc0) != 0x80) {
-            *cp = INVALID_CP;
-            return 1;
-        }
-        v = v << 6 | (s[k] & 0x3f);
-    }
-    *cp = v;
-    return len;
 }
 
 #define U_LETTER (TOKENIZER_UNICODE_LU | TOKENIZER_UNICODE_LL | TOKENIZER_UNICODE_LO)
@@ -927,7 +880,11 @@ static k3_status encode_text(k3_tokenizer *t, const char *text, size_t len, int 
                     return st;
             }
             uint32_t cp;
-            size_t k = base[b] < 0x80 ? (cp = base[b], 1) : utf8_next(base + b, avail - b, &cp);
+            size_t k = base[b] < 0x80 ? (cp = base[b], 1) : utf8_decode(base + b, avail - b, &cp, NULL);
+            if (!k) { /* an invalid byte is a character of its own, with no Unicode class */
+                cp = INVALID_CP;
+                k = 1;
+            }
             t->cp[n] = cp;
             t->cls[n] = cp == INVALID_CP ? 0 : (uint8_t)tokenizer_unicode_class(cp);
             t->off[n] = (uint32_t)b;
@@ -1053,27 +1010,6 @@ k3_status tokenizer_decode(const k3_tokenizer *t, const int32_t *ids, size_t n_i
     return K3_OK;
 }
 
-/* How many bytes at the end of s[0..n) begin a UTF-8 sequence that more bytes could still
- * complete (0 to 3). */
-static size_t incomplete_tail(const uint8_t *s, size_t n) {
-    for (size_t back = 1; back <= 3 && back <= n; back++) {
-        uint8_t c = s[n - back];
-        if ((c & 0xc0) == 0x80)
-            continue; /* a continuation byte: its lead is further back */
-        size_t want = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-        if (want <= back)
-            return 0; /* complete, ASCII, or a byte no sequence starts with */
-        if (back >= 2) {
-            uint8_t lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
-            uint8_t hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
-            if (s[n - back + 1] < lo || s[n - back + 1] > hi)
-                return 0; /* can never complete */
-        }
-        return back;
-    }
-    return 0;
-}
-
 k3_status tokenizer_decode_stream(const k3_tokenizer *t, k3_detokenize_stream *stream,
                                   int32_t id, char *out, size_t cap, size_t *n_bytes,
                                   k3_error *err) {
@@ -1090,7 +1026,7 @@ k3_status tokenizer_decode_stream(const k3_tokenizer *t, k3_detokenize_stream *s
                          "the stream needs %zu bytes and the buffer holds %zu", total, cap);
     memcpy(out, stream->held, stream->n_held);
     memcpy(out + stream->n_held, t->bytes + t->start[id], n);
-    size_t keep = incomplete_tail((const uint8_t *)out, total);
+    size_t keep = utf8_incomplete_tail((const unsigned char *)out, total);
     memcpy(stream->held, out + total - keep, keep);
     stream->n_held = (unsigned)keep;
     *n_bytes = total - keep;

@@ -1,8 +1,8 @@
 /* test_plan.c - memory plans without a checkpoint: how an owned-trunk budget is placed
  * (everything pinned, two ring slots, one, refused below the largest layer with both
- * numbers), the expert cache's floor, the preset table and its full-scale plans, and
+ * numbers), the expert cache's floor, the preset table and its full-scale plans,
  * "auto" sized from a given MemAvailable: reserve first, trunk first, refused below the
- * floor. The full-scale figures are the release's (k3-architecture §2). */
+ * floor, and k3_preset_resolve, the one way a name becomes budgets. The full-scale figures are the release's (k3-architecture §2). */
 #include "k3.h"
 #include "plan.h"
 #include "presets.h"
@@ -96,6 +96,40 @@ TEST(presets_table_lists_five_trunk_first_presets_with_full_scale_figures) {
     }
     CHECK(k3_preset_at(5) == NULL && k3_preset_at(-1) == NULL);
     CHECK(k3_preset_find("auto") == NULL && k3_preset_find("huge") == NULL);
+}
+
+TEST(presets_resolve_turns_every_name_into_budgets_and_refuses_any_other_naming_them_all) {
+    char detail[1024] = "";
+    k3_model_params mp;
+    k3_model_params_default(&mp);
+    mp.io_threads = 5; /* the rest of mp stays */
+    for (int i = 0; i < k3_preset_count(); i++) {
+        const k3_preset *p = k3_preset_at(i);
+        CHECK_INT(k3_preset_resolve(p->name, NULL, NULL, &mp, detail, sizeof detail), K3_OK);
+        CHECK_INT(mp.trunk_bytes, p->trunk_bytes);
+        CHECK_INT(mp.expert_cache_bytes, p->expert_cache_bytes);
+    }
+    CHECK_INT(k3_preset_resolve("mapped", NULL, NULL, &mp, detail, sizeof detail), K3_OK);
+    CHECK_INT(mp.trunk_bytes, -1);
+    CHECK_INT(mp.expert_cache_bytes, -1);
+    /* "auto" is k3_preset_auto for this machine (MemAvailable, here read from K3_MEM_AVAILABLE) */
+    setenv("K3_MEM_AVAILABLE", "24000000000", 1);
+    k3_model_params sized;
+    CHECK_INT(k3_preset_auto(NULL, NULL, 0, &sized, NULL, detail, sizeof detail), K3_OK);
+    CHECK_INT(k3_preset_resolve("auto", NULL, NULL, &mp, detail, sizeof detail), K3_OK);
+    CHECK_INT(mp.trunk_bytes, sized.trunk_bytes);
+    CHECK_INT(mp.expert_cache_bytes, sized.expert_cache_bytes);
+    /* below the floor: auto's refusal, mp untouched */
+    setenv("K3_MEM_AVAILABLE", "6000000000", 1);
+    CHECK_INT(k3_preset_resolve("auto", NULL, NULL, &mp, detail, sizeof detail), K3_ERR_BUDGET);
+    unsetenv("K3_MEM_AVAILABLE");
+    CHECK(strstr(detail, "below the floor of 2.62 GB"));
+    CHECK_INT(mp.trunk_bytes, sized.trunk_bytes);
+    CHECK_INT(mp.io_threads, 5);
+    CHECK_INT(k3_preset_resolve("huge", NULL, NULL, &mp, detail, sizeof detail), K3_ERR_INVALID_ARGUMENT);
+    CHECK_STR(detail, "unknown preset \"huge\": the presets are auto, laptop, desktop, workstation, server, max and mapped");
+    CHECK_INT(k3_preset_resolve(NULL, NULL, NULL, &mp, NULL, 0), K3_ERR_INVALID_ARGUMENT);
+    CHECK_INT(mp.trunk_bytes, sized.trunk_bytes);
 }
 
 TEST(presets_auto_for_the_release_reserves_first_fills_the_trunk_then_the_cache) {

@@ -1,6 +1,7 @@
 /* chat.c - the K3 chat format: rendering and reply parsing (see chat.h). Every rule here
  * mirrors server/chat/render.ts; a change to one is a change to both. */
 #include "chat.h"
+#include "utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,7 +249,7 @@ static int tag_is(const chat_parser *p, const char *name) {
             continue;
         }
         size_t ill;
-        size_t len = strbuf_utf8_sequence(s + i, n - i, &ill);
+        size_t len = utf8_decode(s + i, n - i, NULL, &ill);
         if (!len)
             len = ill;
         if (first == n)

@@ -4,7 +4,7 @@
  * then rounds that each
  * run a STREAM-like triad and at once a stretch of incremental greedy decode, the weight
  * bytes each decoded token streamed, and the ratio of achieved to bandwidth-bound decode
- * speed. Options: cli_usage() in k3.c. */
+ * speed. Options: cli_usage() in main.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +16,7 @@
 #include "k3.h"
 #include "membw.h"
 #include "numbers.h"
+#include "options.h"
 
 static double now_s(void) {
     struct timespec t;
@@ -37,23 +38,15 @@ int bench_main(int argc, char **argv) {
     }
     const char *dir = argv[1], *out_path = NULL;
     int threads = 1, prompt_len = 128, gen = 32;
-    for (int i = 2; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int *target = !strcmp(argv[i], "--threads") ? &threads
-                      : !strcmp(argv[i], "--prompt-tokens") ? &prompt_len
-                      : !strcmp(argv[i], "--gen") ? &gen
-                                                   : NULL;
-        if (target && v && !numbers_parse_int(v, 1, 1 << 20, target)) {
-            i++;
-        } else if (!strcmp(argv[i], "--out") && v) {
-            out_path = v;
-            i++;
-        } else {
-            fprintf(stderr, "k3 bench: bad option '%s'\n\n", argv[i]);
-            cli_usage(stderr);
-            return 2;
-        }
-    }
+    const option table[] = {
+        {"--threads", OPTION_INT, &threads, 1, 1 << 20},
+        {"--prompt-tokens", OPTION_INT, &prompt_len, 1, 1 << 20},
+        {"--gen", OPTION_INT, &gen, 1, 1 << 20},
+        {"--out", OPTION_TEXT, &out_path, 0, 0},
+    };
+    const option_parser parser = {"k3 bench", table, (int)(sizeof table / sizeof table[0]), NULL, NULL, NULL, NULL};
+    if (options_parse(&parser, argc, argv, 2))
+        return 2;
 
     if (gen < ROUNDS) {
         fprintf(stderr, "k3 bench: --gen %d is fewer than the %d rounds of decode it is measured in\n", gen, ROUNDS);

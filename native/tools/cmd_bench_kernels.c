@@ -5,7 +5,7 @@
  * 281 MB) and three 7168 x 7168 bf16 projections (308 MB), both far larger than any
  * cache. Each round runs a triad, then one pass over each set with every implementation
  * this CPU runs, so implementations and weight types are compared at one moment's machine
- * (this VM's bandwidth drifts by a third within seconds). Options: cli_usage() in k3.c. */
+ * (this VM's bandwidth drifts by a third within seconds). Options: cli_usage() in main.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +16,7 @@
 #include "kernels.h"
 #include "membw.h"
 #include "numbers.h"
+#include "options.h"
 #include "threads.h"
 
 #define N_EXPERT_MATRICES 48 /* 16 experts x gate, up, down */
@@ -90,33 +91,19 @@ static double pass(const kernels_impl *impl, const matrix_set *set, const float 
     return clock_now_s() - t0;
 }
 
-static int usage_error(const char *what, const char *value) {
-    fprintf(stderr, "k3 bench-kernels: %s%s\n\n", what, value);
-    cli_usage(stderr);
-    return 2;
-}
-
 int bench_kernels_main(int argc, char **argv) {
     int threads_n = 1, rounds = 5, tokens = 1;
     const char *out_path = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(argv[i], "--threads") && v) {
-            if (numbers_parse_int(v, 1, 64, &threads_n))
-                return usage_error("--threads takes 1..64, not ", v);
-        } else if (!strcmp(argv[i], "--rounds") && v) {
-            if (numbers_parse_int(v, 1, MAX_ROUNDS, &rounds))
-                return usage_error("--rounds takes 1..32, not ", v);
-        } else if (!strcmp(argv[i], "--tokens") && v) {
-            if (numbers_parse_int(v, 1, MAX_TOKENS, &tokens))
-                return usage_error("--tokens takes 1..16, not ", v);
-        } else if (!strcmp(argv[i], "--out") && v) {
-            out_path = v;
-        } else {
-            return usage_error("bad option ", argv[i]);
-        }
-        i++;
-    }
+    const option table[] = {
+        {"--threads", OPTION_INT, &threads_n, 1, 64},
+        {"--rounds", OPTION_INT, &rounds, 1, MAX_ROUNDS},
+        {"--tokens", OPTION_INT, &tokens, 1, MAX_TOKENS},
+        {"--out", OPTION_TEXT, &out_path, 0, 0},
+    };
+    const option_parser parser = {"k3 bench-kernels", table, (int)(sizeof table / sizeof table[0]), NULL, NULL, NULL,
+                                  NULL};
+    if (options_parse(&parser, argc, argv, 1))
+        return 2;
     const kernels_impl *impls[MAX_IMPLS];
     int n_impls = 0;
     if (kernels_avx2())

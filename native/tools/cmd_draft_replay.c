@@ -2,7 +2,7 @@
  * continuation. It replays the true tokens as if a perfect model had produced them and
  * counts what speculative decoding would have drafted and accepted: the upper bound a
  * model that writes exactly the real text would see. No model is loaded; the drafter
- * (src/draft.h) is the engine's own. Options: cli_usage() in k3.c. */
+ * (src/draft.h) is the engine's own. Options: cli_usage() in main.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "draft.h"
 #include "k3.h"
+#include "options.h"
 
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -51,24 +52,17 @@ static int encode_file(k3_tokenizer *tok, const char *path, int32_t **ids) {
 int draft_replay_main(int argc, char **argv) {
     const char *tok_dir = NULL, *prefix = NULL, *material = NULL, *truth = NULL;
     int spec = 8;
-    for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        const char **target = !strcmp(argv[i], "--tok")           ? &tok_dir
-                              : !strcmp(argv[i], "--prefix-file")   ? &prefix
-                              : !strcmp(argv[i], "--context-file")  ? &material
-                              : !strcmp(argv[i], "--truth-file")    ? &truth
-                                                                    : NULL;
-        if (target && v) {
-            *target = v;
-            i++;
-        } else if (!strcmp(argv[i], "--spec") && v && (spec = atoi(v)) >= 1 && spec <= 16) {
-            i++;
-        } else {
-            fprintf(stderr, "k3 draft-replay: bad option '%s'\n\n", argv[i]);
-            cli_usage(stderr);
-            return 2;
-        }
-    }
+    const option table[] = {
+        {"--tok", OPTION_TEXT, &tok_dir, 0, 0},
+        {"--prefix-file", OPTION_TEXT, &prefix, 0, 0},
+        {"--context-file", OPTION_TEXT, &material, 0, 0},
+        {"--truth-file", OPTION_TEXT, &truth, 0, 0},
+        {"--spec", OPTION_INT, &spec, 1, 16},
+    };
+    const option_parser parser = {"k3 draft-replay", table, (int)(sizeof table / sizeof table[0]), NULL, NULL, NULL,
+                                  NULL};
+    if (options_parse(&parser, argc, argv, 1))
+        return 2;
     if (!tok_dir || !prefix || !truth) {
         fprintf(stderr, "k3 draft-replay: give --tok, --prefix-file and --truth-file\n\n");
         cli_usage(stderr);

@@ -1,7 +1,7 @@
 /* cmd_forecast.c - `k3 forecast`: seconds per token forecast for the full-scale release (or
  * a checkpoint) under each preset, or under given budgets, on the machine a profile
  * describes (k3_forecast_make of k3.h). Prints a table, or JSON with --json for
- * scripts/bench/scale.ts. Options: cli_usage() in k3.c. */
+ * scripts/bench/scale.ts. Options: cli_usage() in main.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 
 #include "commands.h"
 #include "k3.h"
-#include "numbers.h"
+#include "options.h"
 #include "run_memory.h"
 
 static void print_json(FILE *f, const char *name, const k3_model_params *mp, const k3_forecast *fc, int first) {
@@ -37,40 +37,16 @@ int forecast_main(int argc, char **argv) {
     double hit_rate = -1.0;
     run_memory rm;
     run_memory_init(&rm);
-    for (int i = dir ? 2 : 1; i < argc; i++) {
-        const int mem = run_memory_option(&rm, argc, argv, &i, dir);
-        if (mem < 0)
-            return 2;
-        if (mem == 2)
-            return 0;
-        if (mem)
-            continue;
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(argv[i], "--profile") && v) {
-            profile = argv[++i];
-        } else if (!strcmp(argv[i], "--positions") && v) {
-            if (numbers_parse_int(v, 1, 1024, &positions)) {
-                fprintf(stderr, "k3 forecast: --positions '%s': expected 1..1024\n", v);
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(argv[i], "--expert-hit-rate") && v) {
-            char *end;
-            errno = 0;
-            hit_rate = strtod(v, &end);
-            if (errno || *end || end == v || !(hit_rate >= 0.0 && hit_rate <= 1.0)) {
-                fprintf(stderr, "k3 forecast: --expert-hit-rate '%s': expected a share from 0 to 1\n", v);
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else {
-            fprintf(stderr, "k3 forecast: bad option '%s'\n\n", argv[i]);
-            cli_usage(stderr);
-            return 2;
-        }
-    }
+    const option table[] = {
+        {"--profile", OPTION_TEXT, &profile, 0, 0},
+        {"--positions", OPTION_INT, &positions, 1, 1024},
+        {"--expert-hit-rate", OPTION_REAL, &hit_rate, 0, 1},
+        {"--json", OPTION_FLAG, &json, 0, 0},
+    };
+    const option_parser parser = {"k3 forecast", table, (int)(sizeof table / sizeof table[0]), &rm, dir, NULL, NULL};
+    const int parsed = options_parse(&parser, argc, argv, dir ? 2 : 1);
+    if (parsed)
+        return parsed < 0 ? 0 : parsed;
     char path[4096], detail[2048];
     if (!profile && k3_forecast_profile_path(path, sizeof path) == K3_OK)
         profile = path;
@@ -98,14 +74,10 @@ int forecast_main(int argc, char **argv) {
                 return rc;
             mp = rm.params;
             name = rm.preset_used ? rm.preset_used : "budgets";
-        } else if (r < k3_preset_count()) {
-            const k3_preset *p = k3_preset_at(r);
-            k3_model_params_default(&mp);
-            k3_preset_apply(p, &mp);
-            name = p->name;
         } else {
-            name = "auto";
-            if (k3_preset_auto(dir, NULL, 0, &mp, NULL, detail, sizeof detail) != K3_OK) {
+            name = r < k3_preset_count() ? k3_preset_at(r)->name : "auto";
+            k3_model_params_default(&mp);
+            if (k3_preset_resolve(name, dir, NULL, &mp, detail, sizeof detail) != K3_OK) {
                 if (!json)
                     printf("  %-12s refused here: %s\n", name, detail);
                 continue;

@@ -16,7 +16,7 @@
  * token: on a fixture with random weights greedy decoding falls into short loops, each
  * repeated token choosing the same experts again, so an expert cache would keep 46-77 % of
  * what a step needs where routing spread evenly (what the forecast assumes) keeps 0-44 %.
- * Options: cli_usage() in k3.c. */
+ * Options: cli_usage() in main.c. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -31,6 +31,7 @@
 #include "k3.h"
 #include "membw.h"
 #include "numbers.h"
+#include "options.h"
 #include "run_memory.h"
 
 #define SCALE_MAX_POSITIONS 17
@@ -194,90 +195,59 @@ static int parse_list(const char *s, int *out, int cap, int lo, int hi) {
     return n;
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out) {
-    int v;
-    if (parse_list(s, &v, 1, lo, hi) != 1)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static int usage_error(const char *what, const char *arg) {
-    fprintf(stderr, "k3 bench-scale: %s '%s'\n\n", what, arg);
-    cli_usage(stderr);
-    return 2;
+/* The list options, which a table cannot describe. */
+static int list_option(void *user, int argc, char **argv, int *i) {
+    scale_options *o = user;
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if ((!strcmp(a, "--verify") || !strcmp(a, "--disk")) && !v)
+        return options_usage_error("k3 bench-scale", "a value is missing after '%s'", a);
+    if (!strcmp(a, "--verify")) {
+        if ((o->n_positions = parse_list(v, o->positions, SCALE_MAX_POSITIONS, 1, 64)) < 0)
+            return options_usage_error("k3 bench-scale", "--verify '%s': expected up to 17 position counts 1..64", v);
+    } else if (!strcmp(a, "--disk")) {
+        int mb[SCALE_MAX_DISK];
+        if ((o->n_disk = parse_list(v, mb, SCALE_MAX_DISK, 0, 4096)) < 0)
+            return options_usage_error("k3 bench-scale", "--disk '%s': expected up to 8 block sizes in MB (0: the expert slot)", v);
+        for (int k = 0; k < o->n_disk; k++)
+            o->disk_blocks[k] = (uint64_t)mb[k] * 1000000ULL;
+    } else {
+        return 0;
+    }
+    (*i)++;
+    return 1;
 }
 
 static int parse_options(int argc, char **argv, scale_options *o) {
     *o = (scale_options){.dir = argv[1], .threads = 1, .prompt_len = 8, .steps = 8, .rounds = 0, .verify_reps = 3,
                          .disk_gb = 1.0};
     run_memory_init(&o->memory);
-    for (int i = 2; i < argc; i++) {
-        const int mem = run_memory_option(&o->memory, argc, argv, &i, o->dir);
-        if (mem < 0)
-            return 2;
-        if (mem == 2)
-            return -1;
-        if (mem)
-            continue;
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int *count = !strcmp(a, "--threads")         ? &o->threads
-                     : !strcmp(a, "--prompt-tokens") ? &o->prompt_len
-                     : !strcmp(a, "--steps")         ? &o->steps
-                     : !strcmp(a, "--rounds")        ? &o->rounds
-                     : !strcmp(a, "--prefill")       ? &o->prefill
-                     : !strcmp(a, "--verify-reps")   ? &o->verify_reps
-                     : !strcmp(a, "--disk-random")   ? &o->disk_random
-                                                     : NULL;
-        double *gb = !strcmp(a, "--disk-gb") ? &o->disk_gb : !strcmp(a, "--disk-mixed") ? &o->disk_mixed_gb : NULL;
-        if (!strcmp(a, "--repeat")) {
-            o->repeat = 1;
-        } else if (!strcmp(a, "--disk-twice")) {
-            o->disk_twice = 1;
-        } else if (!strcmp(a, "--disk-after")) {
-            o->disk_after = 1;
-        } else if (!strcmp(a, "--beside-reads")) {
-            o->beside_reads = 1;
-        } else if (gb && v) {
-            char *end;
-            *gb = strtod(v, &end);
-            if (*end || !(*gb > 0.0 && *gb <= 1000.0))
-                return usage_error(gb == &o->disk_gb ? "--disk-gb: expected GB (0 to 1000] to read per probe, got"
-                                                     : "--disk-mixed: expected GB (0 to 1000] of sequential reads, got",
-                                   v);
-            i++;
-        } else if (!strcmp(a, "--cold-each-token")) {
-            o->cold_each_token = 1;
-        } else if (count) {
-            if (!v || parse_int(v, count == &o->rounds || count == &o->prefill || count == &o->disk_random ? 0 : 1,
-                                1 << 16, count))
-                return usage_error("bad count for", a);
-            i++;
-        } else if (!strcmp(a, "--verify") && v) {
-            if ((o->n_positions = parse_list(v, o->positions, SCALE_MAX_POSITIONS, 1, 64)) < 0)
-                return usage_error("--verify: expected up to 17 position counts 1..64, got", v);
-            i++;
-        } else if (!strcmp(a, "--disk") && v) {
-            int mb[SCALE_MAX_DISK];
-            if ((o->n_disk = parse_list(v, mb, SCALE_MAX_DISK, 0, 4096)) < 0)
-                return usage_error("--disk: expected up to 8 block sizes in MB (0: the expert slot), got", v);
-            for (int k = 0; k < o->n_disk; k++)
-                o->disk_blocks[k] = (uint64_t)mb[k] * 1000000ULL;
-            i++;
-        } else if (!strcmp(a, "--disk-extents") && v) {
-            o->disk_extents = v;
-            i++;
-        } else if (!strcmp(a, "--out") && v) {
-            o->out = v;
-            i++;
-        } else {
-            return usage_error("bad option", a);
-        }
-    }
+    const option table[] = {
+        {"--threads", OPTION_INT, &o->threads, 1, 1 << 16},
+        {"--prompt-tokens", OPTION_INT, &o->prompt_len, 1, 1 << 16},
+        {"--steps", OPTION_INT, &o->steps, 1, 1 << 16},
+        {"--rounds", OPTION_INT, &o->rounds, 0, 1 << 16},
+        {"--prefill", OPTION_INT, &o->prefill, 0, 1 << 16},
+        {"--verify-reps", OPTION_INT, &o->verify_reps, 1, 1 << 16},
+        {"--disk-random", OPTION_INT, &o->disk_random, 0, 1 << 16},
+        {"--disk-gb", OPTION_POSITIVE, &o->disk_gb, 0, 1000},
+        {"--disk-mixed", OPTION_POSITIVE, &o->disk_mixed_gb, 0, 1000},
+        {"--disk-extents", OPTION_TEXT, &o->disk_extents, 0, 0},
+        {"--out", OPTION_TEXT, &o->out, 0, 0},
+        {"--repeat", OPTION_FLAG, &o->repeat, 0, 0},
+        {"--disk-twice", OPTION_FLAG, &o->disk_twice, 0, 0},
+        {"--disk-after", OPTION_FLAG, &o->disk_after, 0, 0},
+        {"--beside-reads", OPTION_FLAG, &o->beside_reads, 0, 0},
+        {"--cold-each-token", OPTION_FLAG, &o->cold_each_token, 0, 0},
+    };
+    const option_parser parser = {"k3 bench-scale", table, (int)(sizeof table / sizeof table[0]), &o->memory, o->dir,
+                                  list_option, o};
+    const int rc = options_parse(&parser, argc, argv, 2);
+    if (rc)
+        return rc;
     if (o->rounds > o->steps)
-        return usage_error("--rounds is more than --steps", "");
+        return options_usage_error("k3 bench-scale", "--rounds %d is more than --steps %d", o->rounds, o->steps);
     if (o->beside_reads && (!o->rounds || !o->disk_random))
-        return usage_error("--beside-reads needs --rounds (the triad) and --disk-random (the reads)", "");
+        return options_usage_error("k3 bench-scale", "--beside-reads needs --rounds (the triad) and --disk-random (the reads)");
     return 0;
 }
 
@@ -470,7 +440,7 @@ int scale_main(int argc, char **argv) {
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!o.out)
-        return usage_error("--out FILE is required", "");
+        return options_usage_error("k3 bench-scale", "--out FILE is required");
     double load_before[3], load_after[3];
     load_average(load_before);
 

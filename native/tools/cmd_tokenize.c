@@ -1,20 +1,15 @@
 /* cmd_tokenize.c - `k3 tokenize` and `k3 detokenize`: the checkpoint's tokenizer from the
  * command line, for checking prompts and ids by hand and from scripts. tokenize prints
  * the ids as one JSON array on the last line of stdout; detokenize writes the text's exact
- * bytes (no newline added). Options are described in k3.c's cli_usage(). */
+ * bytes (no newline added). Options are described in main.c's cli_usage(). */
 #include "commands.h"
 #include "k3.h"
+#include "options.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int usage_error(const char *cmd, const char *what) {
-    fprintf(stderr, "k3 %s: %s\n\n", cmd, what);
-    cli_usage(stderr);
-    return 2;
-}
 
 static int engine_error(const char *cmd, k3_status st, const char *detail) {
     fprintf(stderr, "k3 %s: %s: %s\n", cmd, k3_status_name(st), detail);
@@ -61,22 +56,19 @@ static k3_tokenizer *open_tok(const char *cmd, const char *dir) {
 
 int tokenize_main(int argc, char **argv) {
     const char *dir = NULL, *prompt = NULL, *prompt_file = NULL;
-    int allow_special = 1;
-    for (int i = 1; i < argc; i++) {
-        int has_value = i + 1 < argc;
-        if (!strcmp(argv[i], "--tok") && has_value)
-            dir = argv[++i];
-        else if (!strcmp(argv[i], "--prompt") && has_value)
-            prompt = argv[++i];
-        else if (!strcmp(argv[i], "--prompt-file") && has_value)
-            prompt_file = argv[++i];
-        else if (!strcmp(argv[i], "--no-special"))
-            allow_special = 0;
-        else
-            return usage_error("tokenize", "unknown or incomplete option");
-    }
+    int no_special = 0;
+    const option table[] = {
+        {"--tok", OPTION_TEXT, &dir, 0, 0},
+        {"--prompt", OPTION_TEXT, &prompt, 0, 0},
+        {"--prompt-file", OPTION_TEXT, &prompt_file, 0, 0},
+        {"--no-special", OPTION_FLAG, &no_special, 0, 0},
+    };
+    const option_parser parser = {"k3 tokenize", table, (int)(sizeof table / sizeof table[0]), NULL, NULL, NULL, NULL};
+    if (options_parse(&parser, argc, argv, 1))
+        return 2;
+    const int allow_special = !no_special;
     if (!dir || !prompt == !prompt_file)
-        return usage_error("tokenize", "needs --tok DIR and one of --prompt TEXT, --prompt-file PATH");
+        return options_usage_error("k3 tokenize", "%s", "needs --tok DIR and one of --prompt TEXT, --prompt-file PATH");
     size_t len;
     char *text = NULL;
     if (prompt_file) {
@@ -152,21 +144,20 @@ static int parse_ids(const char *s, int32_t **out, size_t *n) {
 
 int detokenize_main(int argc, char **argv) {
     const char *dir = NULL, *list = NULL;
-    for (int i = 1; i < argc; i++) {
-        int has_value = i + 1 < argc;
-        if (!strcmp(argv[i], "--tok") && has_value)
-            dir = argv[++i];
-        else if (!strcmp(argv[i], "--ids") && has_value)
-            list = argv[++i];
-        else
-            return usage_error("detokenize", "unknown or incomplete option");
-    }
+    const option table[] = {
+        {"--tok", OPTION_TEXT, &dir, 0, 0},
+        {"--ids", OPTION_TEXT, &list, 0, 0},
+    };
+    const option_parser parser = {"k3 detokenize", table, (int)(sizeof table / sizeof table[0]), NULL, NULL, NULL,
+                                  NULL};
+    if (options_parse(&parser, argc, argv, 1))
+        return 2;
     if (!dir || !list)
-        return usage_error("detokenize", "needs --tok DIR and --ids 1,2,3");
+        return options_usage_error("k3 detokenize", "%s", "needs --tok DIR and --ids 1,2,3");
     int32_t *ids;
     size_t n;
     if (!parse_ids(list, &ids, &n))
-        return usage_error("detokenize", "--ids takes integers separated by commas");
+        return options_usage_error("k3 detokenize", "%s", "--ids takes integers separated by commas");
     k3_tokenizer *tok = open_tok("detokenize", dir);
     int rc = 1;
     size_t need;

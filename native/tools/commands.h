@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-/* The usage text of k3.c: the single source of truth for every command and option. */
+/* The usage text of main.c: the single source of truth for every command and option. */
 void cli_usage(FILE *f);
 
 /* `k3 MODEL_DIR ...`: load a model and decode (tools/run.c); argv[0] is MODEL_DIR. */

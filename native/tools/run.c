@@ -1,6 +1,6 @@
 /* run.c - `k3 MODEL_DIR --ids ...`: loads a model, decodes greedily and reports tokens,
  * time per token and measured peak RSS; the debugging and benchmarking front door of the
- * engine. Options are described by cli_usage() in k3.c, nowhere else. */
+ * engine. Options are described by cli_usage() in main.c, nowhere else. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 
 #include "commands.h"
 #include "k3.h"
-#include "numbers.h"
+#include "options.h"
 #include "run_dump.h"
 #include "run_memory.h"
 
@@ -44,14 +44,6 @@ static double now_s(void) {
 static double peak_rss_bytes(void) {
     struct rusage ru;
     return getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss * 1024.0 : 0.0;
-}
-
-static int bad_usage(const char *fmt, const char *arg) {
-    fprintf(stderr, "k3: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n\n");
-    cli_usage(stderr);
-    return 2;
 }
 
 /* "1,2,3" -> ids; returns the count, or -1 with a message. */
@@ -90,69 +82,49 @@ static int parse_ids(const char *s, int32_t **out) {
 static int parse_options(int argc, char **argv, run_options *o) {
     *o = (run_options){.model_dir = argv[0], .gen = 8, .threads = 1, .batch = 128};
     run_memory_init(&o->memory);
-    for (int i = 1; i < argc; i++) {
-        const int mem = run_memory_option(&o->memory, argc, argv, &i, o->model_dir);
-        if (mem < 0)
-            return 2;
-        if (mem == 2)
-            return -1; /* --list-presets: done, exit 0 */
-        if (mem)
-            continue;
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        const char **text_opt = !strcmp(a, "--ids")           ? &o->ids
-                                : !strcmp(a, "--prompt")        ? &o->prompt
-                                : !strcmp(a, "--prompt-file")   ? &o->prompt_file
-                                : !strcmp(a, "--tok")           ? &o->tok_dir
-                                : !strcmp(a, "--dump-logits")   ? &o->dump_logits
-                                : !strcmp(a, "--dump-activations") ? &o->dump_activations
-                                : !strcmp(a, "--out")           ? &o->out
-                                : !strcmp(a, "--save-state")    ? &o->save_state
-                                : !strcmp(a, "--load-state")    ? &o->load_state
-                                : !strcmp(a, "--context-ids")   ? &o->context_ids
-                                : !strcmp(a, "--context-file")  ? &o->context_file
-                                                                : NULL;
-        int *int_opt = !strcmp(a, "--gen") ? &o->gen : !strcmp(a, "--threads") ? &o->threads
-                       : !strcmp(a, "--batch")                                 ? &o->batch
-                       : !strcmp(a, "--spec")                                  ? &o->spec
-                                                                               : NULL;
-        if (!strcmp(a, "--incremental"))
-            o->incremental = 1;
-        else if (!strcmp(a, "--spec-always"))
-            o->spec_always = 1;
-        else if (!strcmp(a, "--tf-check"))
-            o->tf_check = 1;
-        else if (!strcmp(a, "--heal"))
-            o->heal = 1;
-        else if (text_opt || int_opt) {
-            if (!v)
-                return bad_usage("%s needs a value", a);
-            i++;
-            if (text_opt)
-                *text_opt = v;
-            else if (numbers_parse_int(v, int_opt == &o->spec ? 0 : int_opt == &o->gen ? 0 : 1,
-                               int_opt == &o->spec ? 16 : 1 << 20, int_opt))
-                return bad_usage("bad number '%s'", v);
-        } else
-            return bad_usage("unknown option '%s'", a);
-    }
+    const option table[] = {
+        {"--ids", OPTION_TEXT, &o->ids, 0, 0},
+        {"--prompt", OPTION_TEXT, &o->prompt, 0, 0},
+        {"--prompt-file", OPTION_TEXT, &o->prompt_file, 0, 0},
+        {"--tok", OPTION_TEXT, &o->tok_dir, 0, 0},
+        {"--dump-logits", OPTION_TEXT, &o->dump_logits, 0, 0},
+        {"--dump-activations", OPTION_TEXT, &o->dump_activations, 0, 0},
+        {"--out", OPTION_TEXT, &o->out, 0, 0},
+        {"--save-state", OPTION_TEXT, &o->save_state, 0, 0},
+        {"--load-state", OPTION_TEXT, &o->load_state, 0, 0},
+        {"--context-ids", OPTION_TEXT, &o->context_ids, 0, 0},
+        {"--context-file", OPTION_TEXT, &o->context_file, 0, 0},
+        {"--gen", OPTION_INT, &o->gen, 0, 1 << 20},
+        {"--threads", OPTION_INT, &o->threads, 1, 1 << 20},
+        {"--batch", OPTION_INT, &o->batch, 1, 1 << 20},
+        {"--spec", OPTION_INT, &o->spec, 0, 16},
+        {"--incremental", OPTION_FLAG, &o->incremental, 0, 0},
+        {"--spec-always", OPTION_FLAG, &o->spec_always, 0, 0},
+        {"--tf-check", OPTION_FLAG, &o->tf_check, 0, 0},
+        {"--heal", OPTION_FLAG, &o->heal, 0, 0},
+    };
+    const option_parser parser = {"k3", table, (int)(sizeof table / sizeof table[0]), &o->memory, o->model_dir,
+                                  NULL, NULL};
+    const int rc = options_parse(&parser, argc, argv, 1);
+    if (rc)
+        return rc;
     if (!!o->ids + !!o->prompt + !!o->prompt_file != 1)
-        return bad_usage("%s: give the prompt with exactly one of --ids, --prompt, --prompt-file", o->model_dir);
+        return options_usage_error("k3", "%s: give the prompt with exactly one of --ids, --prompt, --prompt-file", o->model_dir);
     if (o->heal && o->ids)
-        return bad_usage("%s", "--heal backs the prompt's text off to its last piece: it needs --prompt or --prompt-file");
+        return options_usage_error("k3", "%s", "--heal backs the prompt's text off to its last piece: it needs --prompt or --prompt-file");
     if (o->heal && o->tf_check)
-        return bad_usage("%s", "--heal constrains generation: --tf-check generates nothing");
+        return options_usage_error("k3", "%s", "--heal constrains generation: --tf-check generates nothing");
     /* Speculation, healing, saved state and resuming all need the carried state. */
     if (o->spec || o->heal || o->save_state || o->load_state)
         o->incremental = 1;
     if ((o->context_ids || o->context_file) && !o->spec)
-        return bad_usage("%s", "--context-ids / --context-file feed the drafter: they need --spec N");
+        return options_usage_error("k3", "%s", "--context-ids / --context-file feed the drafter: they need --spec N");
     if (o->spec_always && !o->spec)
-        return bad_usage("%s", "--spec-always says how --spec drafts: it needs --spec N");
+        return options_usage_error("k3", "%s", "--spec-always says how --spec drafts: it needs --spec N");
     if (o->context_ids && o->context_file)
-        return bad_usage("%s", "give at most one of --context-ids and --context-file");
+        return options_usage_error("k3", "%s", "give at most one of --context-ids and --context-file");
     if (o->tf_check && (o->spec || o->save_state || o->load_state))
-        return bad_usage("%s", "--tf-check runs one teacher-forced pass: it takes no --spec or state options");
+        return options_usage_error("k3", "%s", "--tf-check runs one teacher-forced pass: it takes no --spec or state options");
     return 0;
 }
 
@@ -327,7 +299,7 @@ int run_main(int argc, char **argv) {
         k3_tokenizer_close(tok);
         free(prompt);
         free(heal.bytes);
-        return bad_usage("%s", o.heal ? "--heal: the prompt is a single piece; healing needs text before its last piece"
+        return options_usage_error("k3", "%s", o.heal ? "--heal: the prompt is a single piece; healing needs text before its last piece"
                                       : "the prompt is empty");
     }
     char detail[2048];

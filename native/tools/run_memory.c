@@ -148,8 +148,12 @@ int run_memory_option(run_memory *rm, int argc, char **argv, int *i, const char 
         return -1;
     }
     if (!strcmp(a, "--preset")) {
-        if (strcmp(v, "auto") && !k3_preset_find(v)) {
-            fprintf(stderr, "k3: unknown preset '%s'\n\n", v);
+        /* A name is checked here, before any work; "auto" is sized when the run resolves it. */
+        k3_model_params scratch;
+        k3_model_params_default(&scratch);
+        char why[512];
+        if (strcmp(v, "auto") && k3_preset_resolve(v, NULL, NULL, &scratch, why, sizeof why) != K3_OK) {
+            fprintf(stderr, "k3: %s\n\n", why);
             run_memory_list_presets(stderr, NULL);
             return -1;
         }
@@ -249,21 +253,16 @@ int run_memory_resolve(run_memory *rm, const char *model_dir, const k3_context_p
             continue;
         }
         rm->preset_used = rm->steps[i].preset;
-        if (!strcmp(rm->steps[i].preset, "auto")) {
-            k3_model_params mp;
-            const k3_status s = k3_preset_auto(model_dir, cp, 0, &mp, NULL, detail, sizeof detail);
-            if (s != K3_OK) {
-                fprintf(stderr, "k3: refusing to start (%s): %s\n", k3_status_name(s), detail);
-                return s == K3_ERR_BUDGET ? 3 : 1;
-            }
-            rm->params.trunk_bytes = mp.trunk_bytes;
-            rm->params.expert_cache_bytes = mp.expert_cache_bytes;
+        const k3_status s = k3_preset_resolve(rm->preset_used, model_dir, cp, &rm->params, detail, sizeof detail);
+        if (s != K3_OK) {
+            fprintf(stderr, "k3: refusing to start (%s): %s\n", k3_status_name(s), detail);
+            return s == K3_ERR_BUDGET ? 3 : 1;
+        }
+        if (!strcmp(rm->preset_used, "auto")) {
             char a[32], b[32];
-            fprintf(stderr, "k3: preset auto: trunk %s, expert cache %s\n", human((double)mp.trunk_bytes, a, sizeof a),
-                    human((double)mp.expert_cache_bytes, b, sizeof b));
-        } else {
-            const k3_preset *p = k3_preset_find(rm->steps[i].preset);
-            k3_preset_apply(p, &rm->params);
+            fprintf(stderr, "k3: preset auto: trunk %s, expert cache %s\n",
+                    human((double)rm->params.trunk_bytes, a, sizeof a),
+                    human((double)rm->params.expert_cache_bytes, b, sizeof b));
         }
     }
     rm->params.io_threads = rm->io_threads;

@@ -1,7 +1,7 @@
 /* run_memory.h - the memory options of `k3 MODEL_DIR ...` (presets, budgets, cold page
  * cache, the fault hook), the plan printed before the model opens and the report printed
  * after the run: the CLI side of k3.h's "memory: presets, plans, budgets". Options are
- * described by cli_usage() in k3.c. Everything prints to stderr; --out JSON gets the
+ * described by cli_usage() in main.c. Everything prints to stderr; --out JSON gets the
  * figures. */
 #ifndef K3_RUN_MEMORY_H
 #define K3_RUN_MEMORY_H
@@ -63,7 +63,8 @@ int run_memory_prepare(run_memory *rm, const char *model_dir, const k3_context_p
 void run_memory_start(run_memory *rm, const k3_model *model);
 void run_memory_stop(run_memory *rm, const k3_model *model, double wall_seconds, double peak_rss);
 
-/* Writes the JSON members (leading comma, no trailing one) for --out. */
+/* Writes the "memory" member (leading comma, no trailing one) for --out; its shape is
+ * declared once for its readers in scripts/bench/lib/memory-report.ts: change both together. */
 void run_memory_json(const run_memory *rm, FILE *f);
 
 #endif

@@ -1,5 +1,6 @@
 /* strbuf.c - growable byte buffer and JSON string writer (see strbuf.h). */
 #include "strbuf.h"
+#include "utf8.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -76,44 +77,6 @@ void strbuf_printf(strbuf *b, const char *fmt, ...) {
     b->len += (size_t)n;
 }
 
-size_t strbuf_utf8_sequence(const unsigned char *s, size_t n, size_t *ill) {
-    *ill = 1;
-    const unsigned c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t need;
-    unsigned lo = 0x80, hi = 0xBF; /* the allowed range of the second byte */
-    if (c >= 0xC2 && c <= 0xDF)
-        need = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        need = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else
-        return 0; /* 0x80..0xC1, 0xF5..0xFF: never a lead byte */
-    /* The maximal subpart: the lead byte plus every continuation byte that could still
-     * lead to a valid sequence. */
-    size_t i = 1;
-    while (i < need && i < n) {
-        const unsigned t = s[i];
-        if (t < (i == 1 ? lo : 0x80) || t > (i == 1 ? hi : 0xBF))
-            break;
-        i++;
-    }
-    if (i == need)
-        return need;
-    *ill = i;
-    return 0;
-}
-
 void strbuf_json_string(strbuf *b, const char *s, size_t n) {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *p = (const unsigned char *)s;
@@ -126,7 +89,7 @@ void strbuf_json_string(strbuf *b, const char *s, size_t n) {
             continue;
         }
         size_t ill;
-        const size_t seq = c >= 0x80 ? strbuf_utf8_sequence(p + i, n - i, &ill) : 1;
+        const size_t seq = c >= 0x80 ? utf8_decode(p + i, n - i, NULL, &ill) : 1;
         if (seq > 1) {
             i += seq;
             continue;
@@ -172,7 +135,7 @@ void strbuf_append_valid_utf8(strbuf *b, const char *s, size_t n) {
             continue;
         }
         size_t ill;
-        const size_t seq = strbuf_utf8_sequence(p + i, n - i, &ill);
+        const size_t seq = utf8_decode(p + i, n - i, NULL, &ill);
         if (seq) {
             i += seq;
             continue;

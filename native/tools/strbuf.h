@@ -34,8 +34,4 @@ void strbuf_json_string(strbuf *b, const char *s, size_t n);
  * the pieces converted one by one (what a JavaScript client that joins them sees). */
 void strbuf_append_valid_utf8(strbuf *b, const char *s, size_t n);
 
-/* Length of the valid UTF-8 sequence at s[0..n) (1..4), or 0 when s does not start with
- * one; *ill gets the length of the maximal ill-formed subpart then (>= 1). */
-size_t strbuf_utf8_sequence(const unsigned char *s, size_t n, size_t *ill);
-
 #endif

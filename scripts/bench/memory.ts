@@ -11,42 +11,13 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ensureFixture } from '../../test/support/fixtures';
 import { k3Cli, repoRoot } from '../../test/support/paths';
+import type { MemoryReport } from './lib/memory-report';
 
 const PROMPT = '1512,12,19,4,2766,11,220,1008';
 const GEN = 16;
 /** Each configuration runs this many times; the table shows the fastest (other work on the
  * machine only ever slows a run down) and the JSON keeps every figure. */
 const REPEATS = 3;
-
-interface Memory {
-  trunk_budget_bytes: number;
-  expert_cache_budget_bytes: number;
-  plan: {
-    trunk: number;
-    expert_cache: number;
-    total: number;
-    layers: number;
-    layers_pinned: number;
-    ring_slots: number;
-    dense_weights: number;
-    expert_slots: number;
-    expert_slot_bytes: number;
-    expert_pool: number;
-    experts: number;
-    trunk_mapped: number;
-    experts_mapped: number;
-    trunk_floor: number;
-    cache_floor: number;
-  };
-  wall_seconds: number;
-  peak_rss_bytes: number;
-  expert_requests: number;
-  expert_retained: number;
-  expert_bytes_read: number;
-  expert_wait_seconds: number;
-  trunk_bytes_read: number;
-  trunk_wait_seconds: number;
-}
 
 interface Row {
   name: string;
@@ -60,7 +31,7 @@ interface Row {
   plan: number;
   pinned: string;
   slots: number;
-  memory: Memory;
+  memory: MemoryReport;
   allTokensPerSecond: number[];
 }
 
@@ -73,7 +44,7 @@ function runOnce(name: string, args: string[], cold: boolean): Omit<Row, 'allTok
   execFileSync(k3Cli, [model, '--ids', PROMPT, '--gen', String(GEN), '--incremental', '--out', json, ...args, ...(cold ? ['--cold'] : [])], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
-  const r = JSON.parse(fs.readFileSync(json, 'utf8')) as { generated_ids: number[]; memory: Memory };
+  const r = JSON.parse(fs.readFileSync(json, 'utf8')) as { generated_ids: number[]; memory: MemoryReport };
   if (reference && JSON.stringify(r.generated_ids) !== JSON.stringify(reference))
     throw new Error(`${name}: generated ${r.generated_ids} instead of ${reference}`);
   reference ??= r.generated_ids;

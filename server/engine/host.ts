@@ -166,7 +166,7 @@ export class EngineHost {
       const tick = setInterval(() => this.report(t0), 500);
       try {
         const load = Model.open(dir, {
-          preset: preset === 'auto' ? 'auto' : preset,
+          preset,
           onProgress: (p) => {
             if (this.progress && this.phase === 'loading') {
               this.progress.bytesLoaded = p.bytesDone;

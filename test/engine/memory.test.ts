@@ -14,6 +14,7 @@ import { test } from 'node:test';
 import { k3Binaries } from '../support/engine';
 import { ensureFixture } from '../support/fixtures';
 import { addonFile } from '../support/paths';
+import type { MemoryReport } from '../../scripts/bench/lib/memory-report';
 
 const PROMPT = '1512,12,19,4,2766,11,220,1008';
 
@@ -21,41 +22,11 @@ const PROMPT = '1512,12,19,4,2766,11,220,1008';
  * stacks, allocator bookkeeping), which no plan component names. */
 const RSS_SLACK_BYTES = 32e6;
 
-interface MemoryJson {
-  trunk_budget_bytes: number;
-  expert_cache_budget_bytes: number;
-  plan: {
-    trunk: number;
-    embed_lm_head: number;
-    expert_cache: number;
-    total: number;
-    available: number;
-    layers: number;
-    layers_pinned: number;
-    ring_slots: number;
-    dense_weights: number;
-    expert_slots: number;
-    expert_slot_bytes: number;
-    expert_pool: number;
-    trunk_mapped: number;
-    experts_mapped: number;
-  };
-  peak_rss_bytes: number;
-  expert_requests: number;
-  expert_retained: number;
-  expert_evictions: number;
-  expert_reads: number;
-  expert_bytes_read: number;
-  trunk_layer_reads: number;
-  trunk_bytes_read: number;
-  direct_bytes_read: number;
-}
-
 interface Run {
   status: number | null;
   stdout: string;
   stderr: string;
-  json?: { generated_ids: number[]; memory: MemoryJson };
+  json?: { generated_ids: number[]; memory: MemoryReport };
   logits?: Buffer;
 }
 

@@ -3,6 +3,7 @@
 // at the top of native/src/forecast.h). Pure functions: the bench (scripts/bench/scale.ts)
 // runs the engine, this file only does arithmetic, and test/bench/scale-profile.test.ts
 // checks it on hand-made runs.
+import type { MemoryReport } from './memory-report';
 
 /** One layer of one pass, as cmd_scale.c writes it. */
 export type LayerRecord = [
@@ -61,20 +62,8 @@ export interface ScaleRun {
   /** The triad alone and while expert-sized reads run beside it, and (--repeat) the steps
    * again beside such reads (--beside-reads). */
   beside_reads: { triad_alone: number; triad_reading: number; triad_read_bytes_per_s: number; steps_read_bytes_per_s: number; steps: number[] } | null;
-  memory: {
-    trunk_budget_bytes: number;
-    expert_cache_budget_bytes: number;
-    wall_seconds: number;
-    expert_bytes_read: number;
-    expert_read_seconds: number;
-    expert_wait_seconds: number;
-    trunk_bytes_read: number;
-    trunk_read_seconds: number;
-    trunk_wait_seconds: number;
-    expert_requests: number;
-    expert_retained: number;
-    plan: { total: number; expert_slots: number; experts: number; expert_slot_bytes: number; ring_slots: number; layers_pinned: number; layers: number };
-  };
+  /** The run's memory report (`scale` reads the budgets, the reads and waits, and the plan). */
+  memory: MemoryReport;
 }
 
 export type KindName = 'dense' | 'kda_moe' | 'mla_moe' | 'lm_head';

@@ -1,4 +1,4 @@
-/* spec.c - k3_generate(): greedy generation, optionally speculative. Each forward pass
+/* generate.c - k3_generate(): greedy generation, optionally speculative. Each forward pass
  * verifies the pending token (the model's own choice) plus up to spec_max drafted tokens
  * in one batched pass, accepts the longest draft prefix greedy decode would have produced
  * and takes the model's token after it. The KDA state is recurrent and updated in place,

@@ -1,4 +1,4 @@
-/* k3.c - the `k3` command-line tool: benchmarks and debugging on top of the engine.
+/* main.c - the `k3` command-line tool: benchmarks and debugging on top of the engine.
  * cli_usage() is the single source of truth for its commands and options; nothing else
  * lists them. Subcommands live in tools/cmd_*.c and are dispatched from the table below. */
 #include "commands.h"
@@ -64,9 +64,10 @@ void cli_usage(FILE *f) {
             "                      the plan, and the expert-cache and trunk counters of the run)\n"
             "\n"
             "memory (where the weights live; every setting gives bit-identical output):\n"
-            "  --preset NAME       laptop | desktop | workstation | server | max | auto: named trunk\n"
-            "                      and expert-cache budgets; auto sizes both from MemAvailable,\n"
-            "                      trunk first, keeping 1 GiB + 5%% spare, and refuses below the floor\n"
+            "  --preset NAME       laptop | desktop | workstation | server | max | auto | mapped: named\n"
+            "                      trunk and expert-cache budgets; auto sizes both from MemAvailable,\n"
+            "                      trunk first, keeping 1 GiB + 5%% spare, and refuses below the floor;\n"
+            "                      mapped maps both (the default)\n"
             "  --trunk-gb X        own the trunk in X GB: pin as many layers as fit, stream the rest\n"
             "                      through a ring of layer slots read just ahead of use; 'map' (the\n"
             "                      default) maps it from the shards\n"

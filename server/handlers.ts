@@ -7,6 +7,7 @@ import {
   type Connection,
   type InitializeParams,
   type InitializeResult,
+  InlineCompletionRequest,
   TextDocumentSyncKind,
   type WorkDoneProgressReporter,
 } from 'vscode-languageserver';
@@ -154,7 +155,10 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
     if (k3 !== undefined) ctx.updateSettings(k3);
   });
 
-  connection.languages.inlineCompletion.on(answer((params, token) => ctx.completions.provide(params, token)));
+  // Registered as a plain request: the library's inlineCompletion.on() reads
+  // params.workDoneToken before any handler runs, so `"params": null` became an internal
+  // error instead of InvalidParams.
+  connection.onRequest(InlineCompletionRequest.type, answer((params, token) => ctx.completions.provide(params, token)));
 
   connection.onRequest(StatusRequest.type, () => ctx.status.snapshot());
 

@@ -29,7 +29,7 @@ import {
   stateFileOwner,
   workspaceText,
 } from './format';
-import { describeFsError, explainFsError, isRegularFile, processAlive, readRegularFile, signature, sweepTempFiles, writeFileAtomic } from './files';
+import { describeFsError, entryKind, explainFsError, isRegularFile, processAlive, readRegularFile, signature, sweepTempFiles, writeFileAtomic } from './files';
 import { LockBusy, StoreLock } from './lock';
 import { migrateLegacyState } from './migrate';
 
@@ -155,7 +155,7 @@ export class WorkspaceStore {
    * from now on. Never deletes it. */
   setAside(file: string, kind: 'file-corrupt' | 'state-incompatible', message: string, detail?: string): K3Problem {
     let outcome = '';
-    if (this.root && fs.existsSync(file)) {
+    if (this.root && entryKind(file) !== 'missing') {
       const stamp = Date.now();
       const dir = path.join(this.root, 'corrupt');
       const moved = this.write('A file set aside', () => {
@@ -174,8 +174,7 @@ export class WorkspaceStore {
       if (moved.ok) {
         outcome = ` It was moved to ${moved.value}.`;
       } else {
-        const sig = signature(file);
-        if (sig) this.skipped.add(`${path.basename(file)}@${sig}`);
+        this.skipped.add(`${path.basename(file)}@${signature(file) ?? 'unreadable'}`);
         outcome = ` It could not be moved aside (${moved.problem.detail}), so it stays where it is and is skipped.`;
       }
     }
@@ -296,7 +295,32 @@ export class WorkspaceStore {
       if (!name.endsWith('.k3state') || referenced.has(name)) continue;
       const pid = stateFileOwner(name);
       if (pid !== undefined && (pid === process.pid || processAlive(pid))) continue;
-      fs.rmSync(path.join(dir, name), { force: true });
+      this.sweepState(dir, name);
+    }
+  }
+
+  /** Removes a leftover saved state. Anything by that name that is not a file (a folder, a
+   * FIFO, a dangling link) is set aside and reported instead. Never throws: a sweep runs
+   * inside every listing, and must not fail one. */
+  private sweepState(dir: string, name: string): void {
+    const file = path.join(dir, name);
+    const kind = entryKind(file);
+    if (kind === 'missing') return;
+    if (kind === 'file') {
+      try {
+        fs.rmSync(file, { force: true });
+      } catch {
+        // Read-only, or another window swept it first: the next sweep tries again.
+      }
+      return;
+    }
+    const sig = signature(file) ?? 'unreadable';
+    if (this.skipped.has(`${name}@${sig}`)) return;
+    try {
+      const what = kind === 'folder' ? 'a folder' : 'not a regular file';
+      this.setAside(file, 'file-corrupt', `The saved engine state ${name} is not a file (${what}), so no conversation resumes from it.`);
+    } catch {
+      this.skipped.add(`${name}@${sig}`);
     }
   }
 

@@ -1,7 +1,8 @@
 // store.test.ts - the per-workspace files (server/state/store.ts): conversations survive a
 // new store on the same folder; a corrupt or foreign file is moved aside and reported
 // while the others still load, and is never deleted when corrupt/ cannot be made; a FIFO
-// named like a history file is refused at once; saved states are bounded in bytes and
+// named like a history file is refused at once; a saved state that is a folder is set aside
+// and reported by the leftover sweep, which never fails a listing; saved states are bounded in bytes and
 // conversations in number, oldest first; storage that cannot be written degrades (the
 // problem is reported once, what this window has stays in memory); writes are atomic even
 // when cut short; leftovers of dead writers are swept, a live writer's are not; clearing
@@ -224,6 +225,32 @@ test('temporary files of writers that are gone are swept, beside workspace.json 
   s.list();
   assert.deepEqual(fs.readdirSync(root).sort(), ['conversations', `workspace.json.tmp-${live}-0a1b2c3d`].sort());
   assert.deepEqual(fs.readdirSync(conv), [`c-y.p${live}.k3state`], 'a state another live window wrote but has not named yet stays');
+});
+
+test('a saved state that is a folder is set aside and reported; listing, reading and writing conversations go on', () => {
+  const root = tmp();
+  const a = new WorkspaceStore(root, () => undefined);
+  a.put(conversation('other', 1));
+  a.put(conversation('c', 2, 1));
+  const conv = path.join(root, 'conversations');
+  // c's saved state, and a leftover no conversation names, are folders (one with a file in it).
+  const leftover = path.join(conv, `c-q.p${deadPid()}.k3state`);
+  fs.mkdirSync(path.join(conv, 'c.k3state'));
+  fs.mkdirSync(leftover);
+  fs.writeFileSync(path.join(leftover, 'x'), 'x');
+  const problems: K3Problem[] = [];
+  const b = new WorkspaceStore(root, (p) => problems.push(p));
+  assert.deepEqual(b.list().map((c) => c.id), ['c', 'other']);
+  assert.equal(b.get('c')?.state, null, 'the turn re-reads the history instead of resuming');
+  assert.deepEqual(problems.map((p) => p.kind), ['file-corrupt', 'file-corrupt']);
+  for (const p of problems) assert.match(p.message, /saved engine state .*\.k3state is not a file.*moved to/);
+  assert.deepEqual(fs.readdirSync(conv).sort(), ['c.json', 'other.json']);
+  assert.equal(fs.readdirSync(path.join(root, 'corrupt')).length, 2, 'set aside, never deleted');
+  const c = b.get('c')!;
+  c.updatedAt = 3;
+  assert.equal(b.put(c), undefined);
+  b.list();
+  assert.equal(problems.length, 2, 'reported once');
 });
 
 test('clearing deletes every file the store keeps', () => {

@@ -34,6 +34,7 @@ import { remoteTurn } from '../remote/chat';
 import type { LoadedEngine } from '../engine/host';
 import type { EngineSession, GenerateResult, PrefillResult } from '../engine/runner';
 import type { SavedStateRef, StoredConversation, StoredMessage } from '../state/store';
+import { entryKind } from '../state/files';
 
 /** Drafting material: the last this many tokens of the conversation. */
 const DRAFT_WINDOW = 8192;
@@ -263,18 +264,27 @@ export class ChatService {
                 await es.loadState(job, file);
                 resumedFrom = 'saved-state';
               } catch (e) {
-                if (!(e instanceof EngineError) || e.code !== 'state') throw e;
-                warnings.push(
-                  store.setAside(
-                    file,
-                    'state-incompatible',
-                    'The saved engine state of this conversation could not be used, so it was cleared and the conversation was re-read from its history.',
-                    e.detail,
-                  ),
-                );
-                conv.state = null;
-                const p = store.put(conv);
-                if (p) warnings.push(p);
+                if (e instanceof EngineError && e.code === 'io' && entryKind(file) === 'missing') {
+                  // Another window removed it (its clear, its limits) after this one read the
+                  // history: the turn prefills the history it read instead, and what the
+                  // session held is untouched (the engine fails before changing it).
+                  this.ctx.log(`chat turn: the saved state ${path.basename(file)} was removed by another window; the conversation is read from its history`);
+                  conv.state = null;
+                } else if (!(e instanceof EngineError) || e.code !== 'state') {
+                  throw e;
+                } else {
+                  warnings.push(
+                    store.setAside(
+                      file,
+                      'state-incompatible',
+                      'The saved engine state of this conversation could not be used, so it was cleared and the conversation was re-read from its history.',
+                      e.detail,
+                    ),
+                  );
+                  conv.state = null;
+                  const p = store.put(conv);
+                  if (p) warnings.push(p);
+                }
               }
             }
           }

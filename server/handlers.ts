@@ -115,8 +115,11 @@ async function serverProgress(ctx: ServerCtx): Promise<WorkDoneProgressReporter 
 }
 
 export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
-  connection.onInitialize((params: InitializeParams): InitializeResult => {
+  connection.onInitialize(async (params: InitializeParams): Promise<InitializeResult> => {
     ctx.initialize(params);
+    // The store's first writes (legacy state moved here) come before any listing; a lock
+    // another window holds is waited for without blocking this process.
+    await ctx.store.ready();
     return {
       capabilities: {
         textDocumentSync: TextDocumentSyncKind.Incremental,
@@ -171,7 +174,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
     PresetsSetRequest.type,
     answer(async (params) => {
       const preset = ctx.checkPreset(params?.preset);
-      ctx.store.updateWorkspace({ preset });
+      await ctx.store.updateWorkspace({ preset });
       // With a remote backend the choice is kept for when the local engine is used again.
       const reload = ctx.remote ? undefined : ctx.host.loaded?.modelPath;
       if (reload) await loadModel(ctx, reload, await serverProgress(ctx));
@@ -215,15 +218,15 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
   connection.onRequest(ChatStopRequest.type, answer((params) => ({ stopped: ctx.chat.stop(params?.conversationId) })));
   connection.onRequest(ConversationListRequest.type, answer0(() => ({ conversations: ctx.chat.list() })));
   connection.onRequest(ConversationGetRequest.type, answer((params) => ctx.chat.get(params?.conversationId)));
-  connection.onRequest(ConversationClearRequest.type, answer((params) => ({ removed: ctx.chat.clear(params) })));
+  connection.onRequest(ConversationClearRequest.type, answer(async (params) => ({ removed: await ctx.chat.clear(params) })));
 
   connection.onRequest(
     StateClearRequest.type,
-    answer0(() => {
+    answer0(async () => {
       ctx.chat.cancelAll();
       ctx.host.chatHeld = undefined;
       ctx.completions.cache.clear();
-      return { removedFiles: ctx.store.clear() };
+      return { removedFiles: await ctx.store.clear() };
     }),
   );
 

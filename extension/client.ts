@@ -18,6 +18,7 @@ import type { InitializationOptions } from '../protocol/lsp';
 import type { CompletionPolicy } from './completions';
 import type { CrashDecision } from './restart';
 import { serverSection, type Settings } from './settings';
+import { serverModelPath } from './model-path';
 
 export interface ClientHooks {
   output: vscode.LogOutputChannel;
@@ -50,7 +51,7 @@ export function createClient(
     debug: { module: serverModule, transport: TransportKind.ipc },
   };
   const initializationOptions: InitializationOptions = {
-    modelPath: settings.modelPath || embeddedModelPath(extension),
+    modelPath: serverModelPath(settings.backend, settings.modelPath, embeddedModelPath(extension)),
     storagePath: storage.path,
     legacyStoragePaths: storage.legacy,
     workspace: storage.workspace,

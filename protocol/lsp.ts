@@ -308,8 +308,12 @@ export interface RemoteStatus {
   endpoint: string;
   /** The model id in use (the configured one, or the first the server lists). */
   model?: string;
-  /** Whether prompts go as token ids (a local tokenizer is known) or as text. */
+  /** Whether completion prompts go as token ids (a local tokenizer the check proved to be
+   * the server's) or as text. Text until the check finished. */
   prompts: 'ids' | 'text';
+  /** With `prompts: 'text'`: why (no local tokenizer, the vocabulary sizes or a probe's
+   * tokens differ, nothing the server publishes can prove it, not checked yet). */
+  promptsReason?: string;
   /** Which server answers, as its `GET /v1/models` tells; absent when unknown. */
   server?: RemoteServerKind;
   /** The model's context in tokens, when the server said (completions are laid out to fit). */

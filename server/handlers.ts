@@ -7,6 +7,7 @@ import {
   type Connection,
   type InitializeParams,
   type InitializeResult,
+  InlineCompletionRequest,
   TextDocumentSyncKind,
   type WorkDoneProgressReporter,
 } from 'vscode-languageserver';
@@ -115,8 +116,11 @@ async function serverProgress(ctx: ServerCtx): Promise<WorkDoneProgressReporter 
 }
 
 export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
-  connection.onInitialize((params: InitializeParams): InitializeResult => {
+  connection.onInitialize(async (params: InitializeParams): Promise<InitializeResult> => {
     ctx.initialize(params);
+    // The store's first writes (legacy state moved here) come before any listing; a lock
+    // another window holds is waited for without blocking this process.
+    await ctx.store.ready();
     return {
       capabilities: {
         textDocumentSync: TextDocumentSyncKind.Incremental,
@@ -155,7 +159,10 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
     if (k3 !== undefined) ctx.updateSettings(k3);
   });
 
-  connection.languages.inlineCompletion.on(answer((params, token) => ctx.completions.provide(params, token)));
+  // Registered as a plain request: the library's inlineCompletion.on() reads
+  // params.workDoneToken before any handler runs, so `"params": null` became an internal
+  // error instead of InvalidParams.
+  connection.onRequest(InlineCompletionRequest.type, answer((params, token) => ctx.completions.provide(params, token)));
 
   connection.onRequest(StatusRequest.type, () => ctx.status.snapshot());
 
@@ -168,7 +175,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
     PresetsSetRequest.type,
     answer(async (params) => {
       const preset = ctx.checkPreset(params?.preset);
-      ctx.store.updateWorkspace({ preset });
+      await ctx.store.updateWorkspace({ preset });
       // With a remote backend the choice is kept for when the local engine is used again.
       const reload = ctx.remote ? undefined : ctx.host.loaded?.modelPath;
       if (reload) await loadModel(ctx, reload, preset, await serverProgress(ctx));
@@ -212,15 +219,15 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
   connection.onRequest(ChatStopRequest.type, answer((params) => ({ stopped: ctx.chat.stop(params?.conversationId) })));
   connection.onRequest(ConversationListRequest.type, answer0(() => ({ conversations: ctx.chat.list() })));
   connection.onRequest(ConversationGetRequest.type, answer((params) => ctx.chat.get(params?.conversationId)));
-  connection.onRequest(ConversationClearRequest.type, answer((params) => ({ removed: ctx.chat.clear(params) })));
+  connection.onRequest(ConversationClearRequest.type, answer(async (params) => ({ removed: await ctx.chat.clear(params) })));
 
   connection.onRequest(
     StateClearRequest.type,
-    answer0(() => {
+    answer0(async () => {
       ctx.chat.cancelAll();
       ctx.host.chatHeld = undefined;
       ctx.completions.cache.clear();
-      return { removedFiles: ctx.store.clear() };
+      return { removedFiles: await ctx.store.clear() };
     }),
   );
 

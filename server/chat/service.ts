@@ -36,6 +36,7 @@ import type { EngineHost, LoadedEngine } from '../engine/host';
 import type { EngineSession, GenerateResult, PrefillResult } from '../engine/runner';
 import type { StatusReporter } from '../status';
 import type { SavedStateRef, StoredConversation, StoredMessage, WorkspaceStore } from '../state/store';
+import { entryKind } from '../state/files';
 import { ChatRenderer } from './render';
 
 /** Drafting material: the last this many tokens of the conversation. */
@@ -183,14 +184,14 @@ export class ChatService {
 
   /** Deletes one conversation, or all when asked explicitly; a reply in progress there is
    * cancelled first. Malformed params delete nothing. */
-  clear(raw: unknown): number {
+  async clear(raw: unknown): Promise<number> {
     const params = checkClearParams(raw);
     const ids = 'all' in params ? this.ctx.store.list().map((c) => c.id) : [params.conversationId];
     let removed = 0;
     for (const c of ids) {
       this.active.get(c)?.job.cancel();
       if (this.ctx.host.chatHeld === c) this.ctx.host.chatHeld = undefined;
-      if (this.ctx.store.delete(c)) removed++;
+      if (await this.ctx.store.delete(c)) removed++;
     }
     return removed;
   }
@@ -279,7 +280,7 @@ export class ChatService {
           return this.recordTurn(conv, userMessage, assistant, reply.stats, true, warnings, 'continuation');
         }
         const renderer = this.renderer(engine);
-        const foreign = this.dropForeignIds(conv, Math.min(engine.model.vocabSize, engine.tokenizer.vocabSize));
+        const foreign = await this.dropForeignIds(conv, Math.min(engine.model.vocabSize, engine.tokenizer.vocabSize));
         if (foreign) warnings.push(foreign);
         const thinking = conv.thinking;
         const previous = renderer.render(conv.messages, { thinking, generationPrompt: false });
@@ -299,25 +300,34 @@ export class ChatService {
                 store.setAside(file, 'state-incompatible', 'The saved engine state of this conversation was made by another model; the conversation was re-read from its history.'),
               );
               conv.state = null;
-              const p = store.put(conv);
+              const p = await store.put(conv);
               if (p) warnings.push(p);
             } else {
               try {
                 await es.loadState(job, file);
                 resumedFrom = 'saved-state';
               } catch (e) {
-                if (!(e instanceof EngineError) || e.code !== 'state') throw e;
-                warnings.push(
-                  store.setAside(
-                    file,
-                    'state-incompatible',
-                    'The saved engine state of this conversation could not be used, so it was cleared and the conversation was re-read from its history.',
-                    e.detail,
-                  ),
-                );
-                conv.state = null;
-                const p = store.put(conv);
-                if (p) warnings.push(p);
+                if (e instanceof EngineError && e.code === 'io' && entryKind(file) === 'missing') {
+                  // Another window removed it (its clear, its limits) after this one read the
+                  // history: the turn prefills the history it read instead, and what the
+                  // session held is untouched (the engine fails before changing it).
+                  this.ctx.log(`chat turn: the saved state ${path.basename(file)} was removed by another window; the conversation is read from its history`);
+                  conv.state = null;
+                } else if (!(e instanceof EngineError) || e.code !== 'state') {
+                  throw e;
+                } else {
+                  warnings.push(
+                    store.setAside(
+                      file,
+                      'state-incompatible',
+                      'The saved engine state of this conversation could not be used, so it was cleared and the conversation was re-read from its history.',
+                      e.detail,
+                    ),
+                  );
+                  conv.state = null;
+                  const p = await store.put(conv);
+                  if (p) warnings.push(p);
+                }
               }
             }
           }
@@ -355,7 +365,7 @@ export class ChatService {
         conv.messages.push(userMessage, assistant);
         conv.updatedAt = Date.now();
         conv.state = saved?.ref ?? null;
-        const notKept = store.put(conv);
+        const notKept = await store.put(conv);
         if (notKept) {
           warnings.push(notKept);
           // Another window's version of the history won: nothing names the new state.
@@ -363,7 +373,7 @@ export class ChatService {
         } else if (oldState && oldState !== saved?.file) {
           fs.rmSync(oldState, { force: true });
         }
-        store.enforceLimits(settings.state.maxBytes, settings.state.maxConversations, conv.id);
+        await store.enforceLimits(settings.state.maxBytes, settings.state.maxConversations, conv.id);
 
         const stats = turnStats(conv.id, resumedFrom, prompt.length, prefill, gen);
         this.ctx.status.lastChat = stats;
@@ -390,12 +400,12 @@ export class ChatService {
   /** Assistant turns whose stored ids this model cannot read (a history edited by hand, or
    * one written for another model) are rendered from their text instead, for good: the
    * turn goes on, and says so once. Without this every turn of the conversation failed. */
-  private dropForeignIds(conv: StoredConversation, vocab: number): K3Problem | undefined {
+  private async dropForeignIds(conv: StoredConversation, vocab: number): Promise<K3Problem | undefined> {
     const bad = conv.messages.filter((m) => m.ids?.some((id) => id >= vocab));
     if (bad.length === 0) return undefined;
     const highest = Math.max(...bad.flatMap((m) => m.ids ?? []));
     for (const m of bad) delete m.ids;
-    this.ctx.store.put(conv);
+    await this.ctx.store.put(conv);
     const problem: K3Problem = {
       kind: 'file-corrupt',
       action: action('none'),
@@ -487,7 +497,7 @@ export class ChatService {
    * continuation. A saved engine state stays: the local engine's rendering of the longer
    * conversation still starts with what it holds. `usage`: whether the stats' prompt
    * figures are known (a remote server may send none). */
-  private recordTurn(
+  private async recordTurn(
     conv: StoredConversation,
     userMessage: StoredMessage,
     assistant: StoredMessage,
@@ -495,13 +505,13 @@ export class ChatService {
     usage: boolean,
     warnings: K3Problem[],
     kind: 'remote' | 'continuation',
-  ): ChatSendResult {
+  ): Promise<ChatSendResult> {
     const { store, settings } = this.ctx;
     conv.messages.push(userMessage, assistant);
     conv.updatedAt = Date.now();
-    const notKept = store.put(conv);
+    const notKept = await store.put(conv);
     if (notKept) warnings.push(notKept);
-    store.enforceLimits(settings.state.maxBytes, settings.state.maxConversations, conv.id);
+    await store.enforceLimits(settings.state.maxBytes, settings.state.maxConversations, conv.id);
     this.ctx.status.lastChat = stats;
     this.ctx.log(
       usage

@@ -208,7 +208,7 @@ export class EngineHost {
           };
           this.events.accept(loaded);
           // Best effort: a failed write is the store's problem to report, never the load's.
-          this.store().updateWorkspace({ lastLoad: { bytes: bytesTotal, ms: Date.now() - t0 } });
+          void this.store().updateWorkspace({ lastLoad: { bytes: bytesTotal, ms: Date.now() - t0 } });
           return loaded;
         } catch (e) {
           tokenizer?.close();

@@ -3,8 +3,10 @@
 // while it does not: `GET /v1/models`, then the API key on a route that server protects,
 // profile.ts), the phase and problem the status reports in the local engine's terms, and
 // the one way a job talks to it: a streamed request that job.stop() and job.cancel() end by
-// closing the connection. Failures become K3Failures with the same codes the local engine
-// uses, and every one is logged with the server's own message. The API key is kept here
+// closing the connection; and whether completion prompts may go as token ids, which only a
+// check against the server decides (tokenizer-check.ts). Failures become K3Failures with
+// the same codes the local engine uses, and every one is logged with the server's own
+// message. The API key is kept here
 // and sent in a header; it is never logged or put in a message. It does not lay out
 // prompts or parse replies (completion.ts, chat.ts do).
 import * as fs from 'node:fs';
@@ -24,6 +26,7 @@ import type { Job } from '../scheduler';
 import { remoteCompletionBackend } from './completion';
 import { contextFromMessage, displayUrl, RemoteError, requestJson, streamEvents } from './http';
 import { findModel, PROFILES, propsContext, readModelListing } from './profile';
+import { checkTokenizer, type PromptVerdict } from './tokenizer-check';
 
 export const DEFAULT_TIMEOUT_MS = 60_000;
 /** While the server does not answer, it is checked again after this long, doubling up to the max. */
@@ -122,6 +125,13 @@ async function openTokenizer(dir: string | undefined, log: (m: string) => void):
 class RemoteRequest {
   readonly abort = new AbortController();
   stopped = false;
+  /** Closed because the request outlived its deadline. */
+  expired = false;
+
+  expire(): void {
+    this.expired = true;
+    this.abort.abort();
+  }
 
   stop(): void {
     this.stopped = true;
@@ -142,8 +152,14 @@ export class RemoteBackend {
    * k3 serve: `max_model_len`; llama-server: `meta.n_ctx`, or `/props`), or what its last
    * context-overflow error named; unbounded while unknown. */
   maxContext = Number.MAX_SAFE_INTEGER;
-  /** The model's tokenizer, when modelPath holds one: prompts then go as token ids. */
-  tokenizer: Tokenizer | undefined;
+  /** The tokenizer modelPath holds, if any: prompts go as its ids only once the check
+   * proved it is the server's (tokenizer-check.ts). */
+  private localTokenizer: Tokenizer | undefined;
+  /** Whether completion prompts go as ids or text, and why: text until a check proves
+   * otherwise, so a request made before the check finished goes as text. */
+  private verdict: PromptVerdict = { prompts: 'text', reason: 'the server has not been checked yet' };
+  /** The verdict last written to the log. */
+  private loggedVerdict = '';
   readonly timeoutMs: number;
   private readonly base: URL | undefined;
   private apiKey: string | undefined;
@@ -154,6 +170,12 @@ export class RemoteBackend {
    * healing needs the model's tokenizer here too, to find where to back the prompt off. */
   get heals(): boolean {
     return this.server === 'k3-serve' && this.tokenizer !== undefined;
+  }
+
+  /** The tokenizer prompts are laid out and sent with: the local one, once proven to be
+   * the server's; otherwise none (prompts go as text). */
+  get tokenizer(): Tokenizer | undefined {
+    return this.verdict.prompts === 'ids' ? this.localTokenizer : undefined;
   }
   /** Set while the server does not list k3.remote.model (or refused it with a 404):
    * requests fail with it without being sent, so status and requests say the same. */
@@ -191,7 +213,8 @@ export class RemoteBackend {
   }
 
   status(): RemoteStatus {
-    const s: RemoteStatus = { endpoint: this.where, prompts: this.tokenizer ? 'ids' : 'text' };
+    const s: RemoteStatus = { endpoint: this.where, prompts: this.verdict.prompts };
+    if (this.verdict.prompts === 'text') s.promptsReason = this.verdict.reason;
     if (this.model) s.model = this.model;
     if (this.server) s.server = this.server;
     if (this.maxContext < Number.MAX_SAFE_INTEGER) s.contextTokens = this.maxContext;
@@ -211,9 +234,10 @@ export class RemoteBackend {
 
   /** Opens the tokenizer (if any) and checks the server. */
   async start(): Promise<void> {
-    this.tokenizer = await openTokenizer(this.tokenizerDir, this.events.log);
+    this.localTokenizer = await openTokenizer(this.tokenizerDir, this.events.log);
     this.events.log(
-      `remote backend: ${this.where}, model ${this.options.model || '(the first the server lists)'}, prompts as ${this.tokenizer ? 'token ids' : 'text'}`,
+      `remote backend: ${this.where}, model ${this.options.model || '(the first the server lists)'}, ` +
+        `${this.localTokenizer ? `a local tokenizer of ${this.localTokenizer.vocabSize} tokens, checked against the server before prompts go as its ids` : 'no local tokenizer'}`,
     );
     this.warnIfKeyInClear();
     await this.check();
@@ -270,6 +294,7 @@ export class RemoteBackend {
       }
       this.modelProblem = undefined;
       const propsTokens = await this.checkKey(listing.server, found.id);
+      await this.checkPrompts(listing.server, found.id, found.vocabSize);
       this.model = found.id;
       this.maxContext = found.contextTokens ?? propsTokens ?? this.learnedContext ?? Number.MAX_SAFE_INTEGER;
       this.healthy();
@@ -314,6 +339,20 @@ export class RemoteBackend {
     }
     this.note(`remote backend: ${this.where} lists its models without the API key; the key was checked with a one-token completion`);
     return undefined;
+  }
+
+  /** Decides whether prompts go as ids or text (tokenizer-check.ts), and logs the verdict
+   * when it changed. */
+  private async checkPrompts(server: RemoteServerKind | undefined, model: string, listedVocab: number | undefined): Promise<void> {
+    const base = this.base as URL;
+    const ask = (p: string, method: 'GET' | 'POST', body?: unknown) => requestJson(new URL(p, base), method, body, this.requestOptions());
+    this.verdict = await checkTokenizer(this.localTokenizer, server, model, listedVocab, ask);
+    const line =
+      this.verdict.prompts === 'ids'
+        ? `remote backend: prompts go as token ids: the server's tokenizer is the local one (${this.verdict.evidence})`
+        : `remote backend: prompts go as text: ${this.verdict.reason}`;
+    if (line !== this.loggedVerdict) this.events.log(line);
+    this.loggedVerdict = line;
   }
 
   /** The server answered as it should: ready again. */
@@ -367,18 +406,29 @@ export class RemoteBackend {
 
   /**
    * POSTs body (with the model id added) to `route` ("completions", "chat/completions") for
-   * `job`, streaming, and gives every event to onEvent. Resolves `done` when the server
-   * ended the reply, `stopped` after job.stop(); rejects with Cancelled after job.cancel()
-   * and with a K3Failure when the server fails, after logging it with the server's message
-   * (the status says so until it answers again where the failure makes it unusable).
+   * `job`, streaming, and gives every event to onEvent (which returns 'close' when it takes
+   * no more: a reply past its budget, budget.ts). Resolves `done` when the server ended the
+   * reply or onEvent closed it, `stopped` after job.stop(); rejects with Cancelled after
+   * job.cancel(), with a `remote-timeout` K3Failure when the whole request takes longer than
+   * `deadlineTimeouts` times the timeout, and with a K3Failure when the server fails, after
+   * logging it with the server's message (the status says so until it answers again where
+   * the failure makes it unusable; a deadline does not: the server answers, too long).
    */
-  async stream(job: Job, route: string, body: Record<string, unknown>, onEvent: (data: unknown) => void): Promise<'done' | 'stopped'> {
+  async stream(
+    job: Job,
+    route: string,
+    body: Record<string, unknown>,
+    deadlineTimeouts: number,
+    onEvent: (data: unknown) => void | 'close',
+  ): Promise<'done' | 'stopped'> {
     if (!this.base) throw new K3Failure(this.problem?.kind ?? 'remote-unreachable', this.problem?.message ?? 'No remote endpoint is set.');
     if (this.modelProblem) throw remoteFailure(this.modelProblem, this.where);
     const request = new RemoteRequest();
     job.active = request;
     this.jobs.add(job);
     this.events.changed();
+    const deadlineMs = deadlineTimeouts * this.timeoutMs;
+    const deadline = setTimeout(() => request.expire(), deadlineMs);
     try {
       job.throwIfCancelled();
       const model = this.modelId();
@@ -389,6 +439,16 @@ export class RemoteBackend {
       if (e instanceof RemoteError && e.reason === 'aborted') {
         if (job.cancelled) throw new Cancelled(job.cancelReason);
         if (request.stopped) return 'stopped';
+        if (request.expired) {
+          const detail = `POST ${displayUrl(new URL(route, this.base))}: the reply took longer than ${deadlineMs} ms in all (${deadlineTimeouts} x k3.remote.timeoutMs); the connection was closed`;
+          this.events.log(`remote backend: ${detail}`);
+          throw new K3Failure(
+            'remote-timeout',
+            `The remote K3 server at ${this.where} did not finish the reply within ${Math.round(deadlineMs / 1000)} s (${deadlineTimeouts} x k3.remote.timeoutMs).`,
+            'deadline',
+            detail,
+          );
+        }
       }
       if (e instanceof Cancelled) throw e;
       const err = e instanceof RemoteError ? e : new RemoteError('protocol', (e as Error).message);
@@ -400,6 +460,7 @@ export class RemoteBackend {
       if (UNUSABLE.has(err.reason)) this.setProblem(err, true);
       throw f;
     } finally {
+      clearTimeout(deadline);
       if (job.active === request) job.active = undefined;
       this.jobs.delete(job);
       this.events.changed();
@@ -417,6 +478,11 @@ export class RemoteBackend {
     this.events.changed();
   }
 
+  /** A line in the server's log, as the backend writes its own. */
+  log(line: string): void {
+    this.events.log(line);
+  }
+
   /** What runs completions: this server, with the tokenizer or an estimate of it. */
   completionBackend(): CompletionBackend {
     return remoteCompletionBackend(this);
@@ -425,7 +491,8 @@ export class RemoteBackend {
   dispose(): void {
     this.disposed = true;
     clearTimeout(this.recheckTimer);
-    this.tokenizer?.close();
-    this.tokenizer = undefined;
+    this.verdict = { prompts: 'text', reason: 'the remote backend was closed' };
+    this.localTokenizer?.close();
+    this.localTokenizer = undefined;
   }
 }

@@ -6,7 +6,8 @@
 // (`k3 serve` exactly as server/chat/render.ts does), and its reasoning parser splits the
 // reply: `reasoning_content` or `reasoning` deltas are the think channel, `content` deltas
 // the response. job.stop() closes the stream and keeps what arrived; so does a server that
-// fails in the middle of the reply (the failure comes back with it). There is no engine
+// fails in the middle of the reply (the failure comes back with it), and so does one that
+// keeps sending past max_tokens (cut at the budget, budget.ts) or past the turn's deadline. There is no engine
 // state to save, so a turn costs what the server's prefix cache does not hold. The chat
 // service records the turn.
 import { Cancelled, K3Failure } from '../errors';
@@ -14,6 +15,7 @@ import type { ChatStopReason, ChatTurnStats } from '../../protocol/lsp';
 import type { Job } from '../scheduler';
 import type { StoredConversation, StoredMessage } from '../state/store';
 import type { RemoteBackend } from './backend';
+import { CHAT_DEADLINE_TIMEOUTS, ReplyBudget } from './budget';
 
 export interface RemoteTurnRequest {
   conversation: StoredConversation;
@@ -70,6 +72,7 @@ export async function remoteTurn(remote: RemoteBackend, job: Job, req: RemoteTur
   let content = '';
   let finish: unknown;
   let usage: ChatChunk['usage'];
+  const budget = new ReplyBudget(req.maxTokens);
   job.stage = 'prefill';
   job.tokens = 0;
   const stream = remote.stream(
@@ -83,13 +86,15 @@ export async function remoteTurn(remote: RemoteBackend, job: Job, req: RemoteTur
       stream_options: { include_usage: true, continuous_usage_stats: true },
       chat_template_kwargs: { thinking: req.conversation.thinking },
     },
+    CHAT_DEADLINE_TIMEOUTS,
     (data) => {
       const chunk = data as ChatChunk;
       const choice = chunk.choices?.[0];
       if (choice) {
         const d = choice.delta ?? {};
-        const think = typeof d.reasoning_content === 'string' ? d.reasoning_content : typeof d.reasoning === 'string' ? d.reasoning : '';
-        const text = typeof d.content === 'string' ? d.content : '';
+        const sentThink = typeof d.reasoning_content === 'string' ? d.reasoning_content : typeof d.reasoning === 'string' ? d.reasoning : '';
+        const sentText = typeof d.content === 'string' ? d.content : '';
+        const [think, text] = sentThink || sentText ? budget.take(sentThink, sentText) : ['', ''];
         if ((think || text) && first === undefined) {
           first = Date.now();
           job.stage = 'generate';
@@ -107,6 +112,7 @@ export async function remoteTurn(remote: RemoteBackend, job: Job, req: RemoteTur
         if (choice.finish_reason !== null && choice.finish_reason !== undefined) finish = choice.finish_reason;
       }
       if (chunk.usage) usage = chunk.usage;
+      return budget.exceeded === undefined ? undefined : 'close';
     },
   );
   let end: 'done' | 'stopped';
@@ -119,12 +125,23 @@ export async function remoteTurn(remote: RemoteBackend, job: Job, req: RemoteTur
     end = 'stopped';
     interrupted = e;
   }
+  if (budget.exceeded !== undefined && !interrupted) {
+    // A server that ignores max_tokens: the reply is what the budget held, and the user hears why.
+    interrupted = new K3Failure(
+      'remote-failed',
+      `The remote K3 server at ${remote.where} kept sending after the reply's ${req.maxTokens} tokens, so the reply was cut there.`,
+      'over-budget',
+      `${budget.exceeded}; the stream was closed after ${budget.pieces} pieces and ${budget.bytes} bytes`,
+    );
+    remote.log(`remote backend: ${interrupted.detail}`);
+  }
   const done = Date.now();
   const promptTokens = count(usage?.prompt_tokens) ?? 0;
   const reused = Math.min(count(usage?.prompt_tokens_details?.cached_tokens) ?? 0, promptTokens);
-  const generated = end === 'stopped' ? pieces : (count(usage?.completion_tokens) ?? pieces);
+  const generated = end === 'stopped' || budget.exceeded !== undefined ? pieces : (count(usage?.completion_tokens) ?? pieces);
   const generateMs = first === undefined ? 0 : done - first;
-  const stopReason: ChatStopReason = end === 'stopped' ? 'stopped' : finish === 'length' ? 'length' : 'stop-token';
+  const stopReason: ChatStopReason =
+    budget.exceeded !== undefined ? 'length' : end === 'stopped' ? 'stopped' : finish === 'length' ? 'length' : 'stop-token';
   return {
     reasoning,
     content,

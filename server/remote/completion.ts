@@ -7,10 +7,11 @@
 // without a tokenizer it goes as text, its budgets estimated at CHARS_PER_TOKEN characters a
 // token.
 // Greedy (temperature 0), streamed; job.stop() and job.cancel() close the stream, which
-// ends generation on the server.
+// ends generation on the server; so does a reply past its budget or its deadline (budget.ts).
 import type { CompletionBackend } from '../completion/backend';
 import type { Encoder } from '../completion/layout';
 import type { RemoteBackend } from './backend';
+import { COMPLETION_DEADLINE_TIMEOUTS, ReplyBudget } from './budget';
 
 /** Characters a token is assumed to hold when no tokenizer is known (code averages more). */
 export const CHARS_PER_TOKEN = 3;
@@ -67,6 +68,7 @@ export function remoteCompletionBackend(remote: RemoteBackend): CompletionBacken
       let pieces = 0;
       const prompt = estimate ? estimate.decode(layout.ids) : layout.ids;
       const checkpoints = [layout.contextEnd, layout.stableEnd].filter((b) => b > 0 && b < layout.ids.length);
+      const budget = new ReplyBudget(request.maxTokens);
       job.stage = 'prefill';
       job.tokens = 0;
       const end = await remote.stream(
@@ -82,10 +84,12 @@ export function remoteCompletionBackend(remote: RemoteBackend): CompletionBacken
           // k3 serve spells the healed text first and leaves it out of the answer.
           ...(layout.heal ? { k3_heal: layout.heal } : {}),
         },
+        COMPLETION_DEADLINE_TIMEOUTS,
         (data) => {
           const chunk = data as CompletionChunk;
-          const text = chunk.choices?.[0]?.text;
-          if (typeof text === 'string' && text !== '') {
+          const sent = chunk.choices?.[0]?.text;
+          const [text] = typeof sent === 'string' && sent !== '' ? budget.take(sent) : [''];
+          if (text !== '') {
             if (first === undefined) {
               first = Date.now();
               job.stage = 'generate';
@@ -106,13 +110,17 @@ export function remoteCompletionBackend(remote: RemoteBackend): CompletionBacken
             const generated = count(u.completion_tokens);
             if (generated !== undefined) stats.generatedTokens = generated;
           }
+          return budget.exceeded === undefined ? undefined : 'close';
         },
       );
+      // A server that ignores max_tokens: the completion is what the budget held.
+      if (budget.exceeded !== undefined) remote.log(`remote backend: a completion was cut: ${budget.exceeded}; the stream was closed after ${budget.pieces} pieces and ${budget.bytes} bytes`);
       const done = Date.now();
       stats.prefillMs = (first ?? done) - t0;
       stats.generateMs = first === undefined ? 0 : done - first;
       // Without usage (a stopped stream, or a server that does not send it): the pieces.
-      if (end === 'stopped' || stats.generatedTokens === 0) stats.generatedTokens = Math.max(stats.generatedTokens, pieces);
+      if (budget.exceeded !== undefined) stats.generatedTokens = pieces;
+      else if (end === 'stopped' || stats.generatedTokens === 0) stats.generatedTokens = Math.max(stats.generatedTokens, pieces);
       if (stats.prefilledTokens === 0 && stats.reusedTokens === 0) stats.prefilledTokens = stats.promptTokens;
     },
   };

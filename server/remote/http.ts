@@ -299,9 +299,10 @@ export async function requestJson(url: URL, method: 'GET' | 'POST', body: unknow
  * OpenAI-compatible servers report a failure after the stream began) rejects with the
  * server's message (reason `server`, or `context`); a stream that ends without [DONE]
  * rejects with reason `protocol`; a line or an event past LIMITS.sse with `too-large`. The
- * timeout runs between two events: keep-alive comments do not count as progress.
+ * timeout runs between two events: keep-alive comments do not count as progress. onEvent
+ * returning 'close' ends the stream there, as [DONE] would (the caller has all it will take).
  */
-export async function streamEvents(url: URL, body: unknown, opts: RequestOptions, onEvent: (data: unknown) => void): Promise<void> {
+export async function streamEvents(url: URL, body: unknown, opts: RequestOptions, onEvent: (data: unknown) => void | 'close'): Promise<void> {
   const what = `POST ${displayUrl(url)}`;
   await exchange(url, 'POST', body, opts, 'text/event-stream', {
     onResponse: (res, touch) =>
@@ -325,7 +326,7 @@ export async function streamEvents(url: URL, body: unknown, opts: RequestOptions
           }
           const err = (value as { error?: unknown } | null)?.error;
           if (err !== undefined && err !== null) throw eventError(payload, what);
-          onEvent(value);
+          if (onEvent(value) === 'close') done = true;
         });
         const fail = (e: unknown): void => {
           res.removeAllListeners('data');

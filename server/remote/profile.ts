@@ -12,6 +12,9 @@ export interface ListedModel {
   aliases: string[];
   /** Tokens a prompt and its reply may take together, when the server says. */
   contextTokens?: number;
+  /** The size of the model's vocabulary, when the server publishes it (llama-server:
+   * `meta.n_vocab`); tokenizer-check.ts compares it with the local tokenizer's. */
+  vocabSize?: number;
 }
 
 export interface ModelListing {
@@ -51,8 +54,9 @@ const OWNERS: Record<string, RemoteServerKind> = { llamacpp: 'llama-server', vll
 const positive = (v: unknown): number | undefined => (typeof v === 'number' && Number.isInteger(v) && v > 0 ? v : undefined);
 
 /**
- * Reads a `GET /v1/models` answer: model ids, aliases and context sizes (vLLM, SGLang and
- * k3 serve: `max_model_len`; llama-server: `meta.n_ctx`, the context of one slot).
+ * Reads a `GET /v1/models` answer: model ids, aliases, context sizes (vLLM, SGLang and k3
+ * serve: `max_model_len`; llama-server: `meta.n_ctx`, the context of one slot) and the
+ * vocabulary size where published (llama-server: `meta.n_vocab`).
  */
 export function readModelListing(value: unknown): ModelListing {
   const data = (value as { data?: unknown } | null)?.data;
@@ -60,12 +64,13 @@ export function readModelListing(value: unknown): ModelListing {
   let server: RemoteServerKind | undefined;
   const models: ListedModel[] = [];
   for (const card of cards) {
-    const c = card as { id?: unknown; aliases?: unknown; owned_by?: unknown; max_model_len?: unknown; meta?: { n_ctx?: unknown } | null } | null;
+    const c = card as { id?: unknown; aliases?: unknown; owned_by?: unknown; max_model_len?: unknown; meta?: { n_ctx?: unknown; n_vocab?: unknown } | null } | null;
     if (typeof c?.id !== 'string') continue;
     if (typeof c.owned_by === 'string' && OWNERS[c.owned_by]) server ??= OWNERS[c.owned_by];
     const aliases = Array.isArray(c.aliases) ? c.aliases.filter((a): a is string => typeof a === 'string') : [];
     const contextTokens = positive(c.max_model_len) ?? positive(c.meta?.n_ctx);
-    models.push({ id: c.id, aliases, ...(contextTokens ? { contextTokens } : {}) });
+    const vocabSize = positive(c.meta?.n_vocab);
+    models.push({ id: c.id, aliases, ...(contextTokens ? { contextTokens } : {}), ...(vocabSize ? { vocabSize } : {}) });
   }
   return { server, models };
 }

@@ -4,9 +4,12 @@
 // by the engine, k3_state_save).
 //
 // Several language servers (one per window of the workspace) share the folder: every write
-// holds lock.ts's lock for a few file operations, every listing re-reads what changed on
-// disk, a history file another window changed since this one read it is never overwritten,
-// and a sweep only takes leftovers whose writer is gone. Every JSON write is atomic.
+// holds lock.ts's lock for a few file operations (so writes are async: a window waits for
+// another without blocking its event loop), every listing re-reads what changed on disk, a
+// history file another window changed since this one read it is never overwritten, and a
+// sweep only takes leftovers whose writer is gone. Every JSON write is atomic. Reads stay
+// synchronous and never fail: what they find that is not what it should be is set aside
+// (an atomic rename, which needs no lock) and reported.
 //
 // Storage failures degrade, never disable: a folder that cannot be written (read-only, a
 // file in its place, a full disk, a lock held too long) leaves what this window has in
@@ -29,7 +32,7 @@ import {
   stateFileOwner,
   workspaceText,
 } from './format';
-import { describeFsError, explainFsError, isRegularFile, processAlive, readRegularFile, signature, sweepTempFiles, writeFileAtomic } from './files';
+import { describeFsError, entryKind, explainFsError, isRegularFile, processAlive, readRegularFile, signature, sweepTempFiles, writeFileAtomic } from './files';
 import { LockBusy, StoreLock } from './lock';
 import { migrateLegacyState } from './migrate';
 
@@ -69,6 +72,7 @@ export class WorkspaceStore {
   /** Workspace values whose write failed, kept on top of the file's. */
   private workspaceUnsaved: Partial<WorkspaceFile> = {};
   private opened = false;
+  private readying: Promise<void> | undefined;
   private writeProblem: K3Problem | undefined;
   private lastReported: string | undefined;
   private readonly lock: StoreLock | undefined;
@@ -95,37 +99,47 @@ export class WorkspaceStore {
     return s;
   }
 
-  /** First use: the folder, leftovers of writes cut by a crash, the old location's state. */
+  /** First use: the folder and the leftovers of writes cut by a crash. */
   private open(): void {
     if (this.opened || !this.root) return;
     this.opened = true;
-    const root = this.root;
     try {
-      fs.mkdirSync(root, { recursive: true });
+      fs.mkdirSync(this.root, { recursive: true });
     } catch (e) {
       this.failed('This workspace’s state', e);
       return;
     }
-    sweepTempFiles(root);
-    const legacy = this.options.legacy ?? [];
-    if (legacy.length) {
-      this.write('Moving the chat history from its old folder', () => {
-        for (const p of migrateLegacyState(root, legacy)) this.report(p);
-      });
-    }
-    if (this.options.workspace?.length && JSON.stringify(this.readWorkspace().workspace) !== JSON.stringify(this.options.workspace)) {
-      this.updateWorkspace({ workspace: [...this.options.workspace] });
-    }
+    sweepTempFiles(this.root);
+  }
+
+  /** The first writes, once, before the server answers anything: the old location's state
+   * moved here, and the workspace's identity recorded. Never rejects. */
+  ready(): Promise<void> {
+    this.readying ??= (async () => {
+      this.open();
+      const root = this.root;
+      if (!root) return;
+      const legacy = this.options.legacy ?? [];
+      if (legacy.length) {
+        await this.write('Moving the chat history from its old folder', () => {
+          for (const p of migrateLegacyState(root, legacy)) this.report(p);
+        });
+      }
+      if (this.options.workspace?.length && JSON.stringify(this.readWorkspace().workspace) !== JSON.stringify(this.options.workspace)) {
+        await this.updateWorkspace({ workspace: [...this.options.workspace] });
+      }
+    })();
+    return this.readying;
   }
 
   /** Runs a write under the lock. A failure becomes the storage problem (reported when it
-   * is new); a success clears it. */
-  private write<T>(what: string, fn: () => T): { ok: true; value: T } | { ok: false; problem: K3Problem } {
-    if (!this.root || !this.lock) return { ok: true, value: fn() };
-    this.open();
+   * is new); a success clears it. Never rejects. */
+  private async write<T>(what: string, fn: () => T): Promise<{ ok: true; value: T } | { ok: false; problem: K3Problem }> {
     try {
+      if (!this.root || !this.lock) return { ok: true, value: fn() };
+      this.open();
       fs.mkdirSync(this.root, { recursive: true });
-      const value = this.lock.hold(fn);
+      const value = await this.lock.hold(fn);
       this.writeProblem = undefined;
       this.lastReported = undefined;
       return { ok: true, value };
@@ -155,33 +169,43 @@ export class WorkspaceStore {
    * from now on. Never deletes it. */
   setAside(file: string, kind: 'file-corrupt' | 'state-incompatible', message: string, detail?: string): K3Problem {
     let outcome = '';
-    if (this.root && fs.existsSync(file)) {
-      const stamp = Date.now();
-      const dir = path.join(this.root, 'corrupt');
-      const moved = this.write('A file set aside', () => {
-        try {
-          fs.mkdirSync(dir, { recursive: true });
-          const to = path.join(dir, `${path.basename(file)}.${stamp}`);
-          fs.renameSync(file, to);
-          this.trimCorrupt(dir);
-          return to;
-        } catch {
-          const to = `${file}.corrupt-${stamp}`;
-          fs.renameSync(file, to);
-          return to;
+    if (this.root && entryKind(file) !== 'missing') {
+      try {
+        outcome = ` It was moved to ${this.moveAside(this.root, file)}.`;
+      } catch (e) {
+        if (entryKind(file) !== 'missing') {
+          this.skipped.add(`${path.basename(file)}@${signature(file) ?? 'unreadable'}`);
+          outcome = ` It could not be moved aside (${describeFsError(e)}), so it stays where it is and is skipped.`;
         }
-      });
-      if (moved.ok) {
-        outcome = ` It was moved to ${moved.value}.`;
-      } else {
-        const sig = signature(file);
-        if (sig) this.skipped.add(`${path.basename(file)}@${sig}`);
-        outcome = ` It could not be moved aside (${moved.problem.detail}), so it stays where it is and is skipped.`;
+        // Gone meanwhile: another window set it aside first.
       }
     }
     const problem: K3Problem = { kind, action: action('none'), message: `${message}${outcome}`, detail: detail ?? file };
     this.report(problem);
     return problem;
+  }
+
+  /** Renames file into corrupt/ (keeping the newest few), else beside itself; returns where
+   * it went. A rename is atomic, so this takes no lock: two windows setting one file aside
+   * at once move it once, and the other's rename fails on a missing file. */
+  private moveAside(root: string, file: string): string {
+    const stamp = Date.now();
+    const dir = path.join(root, 'corrupt');
+    try {
+      fs.mkdirSync(dir, { recursive: true });
+      const to = path.join(dir, `${path.basename(file)}.${stamp}`);
+      fs.renameSync(file, to);
+      try {
+        this.trimCorrupt(dir);
+      } catch {
+        // Another window trimmed it at the same time: the next set-aside trims again.
+      }
+      return to;
+    } catch {
+      const to = `${file}.corrupt-${stamp}`;
+      fs.renameSync(file, to);
+      return to;
+    }
   }
 
   private trimCorrupt(dir: string): void {
@@ -227,7 +251,7 @@ export class WorkspaceStore {
   /** Merges `change` into workspace.json (re-read under the lock, so another window's
    * values stay). Returns the storage problem when it could not be written; the change is
    * kept in memory then. */
-  updateWorkspace(change: Partial<WorkspaceFile>): K3Problem | undefined {
+  async updateWorkspace(change: Partial<WorkspaceFile>): Promise<K3Problem | undefined> {
     const root = this.root;
     this.readWorkspace();
     if (!root) {
@@ -235,7 +259,7 @@ export class WorkspaceStore {
       return undefined;
     }
     const file = path.join(root, 'workspace.json');
-    const r = this.write('This workspace’s choices', () => {
+    const r = await this.write('This workspace’s choices', () => {
       this.workspaceSig = null;
       const next = { ...this.readWorkspace(), ...change };
       writeFileAtomic(file, workspaceText(next));
@@ -296,7 +320,32 @@ export class WorkspaceStore {
       if (!name.endsWith('.k3state') || referenced.has(name)) continue;
       const pid = stateFileOwner(name);
       if (pid !== undefined && (pid === process.pid || processAlive(pid))) continue;
-      fs.rmSync(path.join(dir, name), { force: true });
+      this.sweepState(dir, name);
+    }
+  }
+
+  /** Removes a leftover saved state. Anything by that name that is not a file (a folder, a
+   * FIFO, a dangling link) is set aside and reported instead. Never throws: a sweep runs
+   * inside every listing, and must not fail one. */
+  private sweepState(dir: string, name: string): void {
+    const file = path.join(dir, name);
+    const kind = entryKind(file);
+    if (kind === 'missing') return;
+    if (kind === 'file') {
+      try {
+        fs.rmSync(file, { force: true });
+      } catch {
+        // Read-only, or another window swept it first: the next sweep tries again.
+      }
+      return;
+    }
+    const sig = signature(file) ?? 'unreadable';
+    if (this.skipped.has(`${name}@${sig}`)) return;
+    try {
+      const what = kind === 'folder' ? 'a folder' : 'not a regular file';
+      this.setAside(file, 'file-corrupt', `The saved engine state ${name} is not a file (${what}), so no conversation resumes from it.`);
+    } catch {
+      this.skipped.add(`${name}@${sig}`);
     }
   }
 
@@ -340,13 +389,19 @@ export class WorkspaceStore {
     return this.conversations.get(id);
   }
 
-  /** A new file for the engine state of conversation `id` (its folder made); undefined
-   * when nothing is kept or the folder cannot be made (the storage problem says why). */
+  /** A new file for the engine state of conversation `id` (its folder made: no lock needed,
+   * the name is this process's own); undefined when nothing is kept or the folder cannot be
+   * made (the storage problem says why). */
   newStatePath(id: string): string | undefined {
     const dir = this.convDir;
     if (!dir) return undefined;
-    const r = this.write('The saved engine state', () => fs.mkdirSync(dir, { recursive: true }));
-    return r.ok ? path.join(dir, stateFileName(id, Date.now(), process.pid)) : undefined;
+    try {
+      fs.mkdirSync(dir, { recursive: true });
+    } catch (e) {
+      this.failed('The saved engine state', e);
+      return undefined;
+    }
+    return path.join(dir, stateFileName(id, Date.now(), process.pid));
   }
 
   stateFile(c: StoredConversation): string | undefined {
@@ -356,13 +411,13 @@ export class WorkspaceStore {
   /** Records the conversation (atomically on disk). Returns a problem when it was not
    * written: the storage cannot be written (the conversation stays in this window's memory),
    * or another window changed the file since this one read it (that version wins). */
-  put(c: StoredConversation): K3Problem | undefined {
+  async put(c: StoredConversation): Promise<K3Problem | undefined> {
     this.conversations.set(c.id, c);
     const dir = this.convDir;
     if (!dir) return undefined;
     const name = `${c.id}.json`;
     const file = path.join(dir, name);
-    const r = this.write('This conversation', () => {
+    const r = await this.write('This conversation', () => {
       fs.mkdirSync(dir, { recursive: true });
       const now = signature(file);
       const known = this.seen.get(name);
@@ -388,14 +443,14 @@ export class WorkspaceStore {
   }
 
   /** Forgets a conversation's saved state (the file goes; the history stays). */
-  dropState(c: StoredConversation): void {
+  async dropState(c: StoredConversation): Promise<void> {
     const file = this.stateFile(c);
-    if (file) this.write('Removing a saved engine state', () => fs.rmSync(file, { force: true }));
+    if (file) await this.write('Removing a saved engine state', () => fs.rmSync(file, { force: true }));
     c.state = null;
-    this.put(c);
+    await this.put(c);
   }
 
-  delete(id: string): boolean {
+  async delete(id: string): Promise<boolean> {
     this.scan();
     const c = this.conversations.get(id);
     if (!c) return false;
@@ -404,7 +459,7 @@ export class WorkspaceStore {
     this.seen.delete(`${id}.json`);
     const dir = this.convDir;
     if (dir) {
-      this.write('Deleting a conversation', () => {
+      await this.write('Deleting a conversation', () => {
         fs.rmSync(path.join(dir, `${id}.json`), { force: true });
         if (c.state) fs.rmSync(path.join(dir, c.state.file), { force: true });
       });
@@ -414,14 +469,14 @@ export class WorkspaceStore {
 
   /** Evicts the oldest: conversations past maxConversations, then saved states until they
    * total at most maxBytes. `keep` (the conversation just saved) goes last. */
-  enforceLimits(maxBytes: number, maxConversations: number, keep?: string): void {
+  async enforceLimits(maxBytes: number, maxConversations: number, keep?: string): Promise<void> {
     const byAge = this.sorted().reverse(); // oldest first
     const order = [...byAge.filter((c) => c.id !== keep), ...byAge.filter((c) => c.id === keep)];
     let count = order.length;
     for (const c of order) {
       if (count <= maxConversations) break;
       if (c.id === keep) break;
-      this.delete(c.id);
+      await this.delete(c.id);
       count--;
     }
     let bytes = this.sorted().reduce((n, c) => n + (c.state?.bytes ?? 0), 0);
@@ -429,13 +484,13 @@ export class WorkspaceStore {
       if (bytes <= maxBytes) break;
       if (!this.conversations.has(c.id) || !c.state) continue;
       bytes -= c.state.bytes;
-      this.dropState(c);
+      await this.dropState(c);
     }
   }
 
   /** Deletes every file this store keeps; returns how many. Throws the storage problem's
    * message when the folder cannot be changed. */
-  clear(): number {
+  async clear(): Promise<number> {
     this.conversations.clear();
     this.unsaved.clear();
     this.seen.clear();
@@ -444,7 +499,7 @@ export class WorkspaceStore {
     this.workspaceSig = null;
     const root = this.root;
     if (!root || !fs.existsSync(root)) return 0;
-    const r = this.write('Clearing this workspace’s state', () => {
+    const r = await this.write('Clearing this workspace’s state', () => {
       let n = 0;
       for (const name of ['workspace.json', 'conversations', 'corrupt']) {
         const p = path.join(root, name);

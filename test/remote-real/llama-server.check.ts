@@ -5,22 +5,28 @@
 // and after k3/remote/setApiKey; an oversized prompt as context-full and a completion laid
 // out within the slot's n_ctx; a wrong model id reported alike by status and requests;
 // loading shown as loading; every server-side failure's message in the log; and the rows
-// of docs/REMOTE.md's llama-server column, probed over HTTP as the fakes replay them. It
+// of docs/REMOTE.md's llama-server column, probed over HTTP as the fakes replay them; and
+// prompts as token ids only with the GGUF's own tokenizer (meta.n_vocab and /tokenize),
+// as text with k3-mini's or none. It
 // prints what it measured (lines starting "figure:"). Waits are on log lines, status
 // notifications and answers, bounded by the test timeout.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import * as http from 'node:http';
+import * as path from 'node:path';
 import * as readline from 'node:readline';
 import { after, test } from 'node:test';
 import { ChatSendRequest, K3ErrorCodes, RemoteApiKeyRequest, StatusRequest } from '../../protocol/lsp';
 import { closedPort, failure, longFile, remoteInit, withLanguageServer } from '../serve/remote-client';
+import { repoRoot } from '../support/paths';
 
 const BIN = process.env.LLAMA_SERVER ?? '';
 const GGUF = process.env.K3_GGUF ?? '';
 const TOKENIZER = process.env.K3_TOKENIZER ?? '';
 const CTX = 512;
+/** The embedded model's folder: its tokenizer (8,448 tokens) is not the GGUF's. */
+const K3_MINI = path.join(repoRoot, 'media', 'models', 'k3-mini');
 const T = { timeout: 600_000 };
 
 interface Llama {
@@ -136,13 +142,21 @@ test('llama-server: context from meta.n_ctx, completions laid out within it, an 
     assert.equal(listing.data[0].meta.n_ctx, CTX, 'row "context"');
     assert.equal(listing.data[0].id, 'kimi-k3', 'row "model id": --alias');
     figure(`/v1/models: id ${listing.data[0].id}, aliases ${JSON.stringify(listing.data[0].aliases)}, meta.n_ctx ${listing.data[0].meta.n_ctx}`);
-    const modes: Array<[string, string]> = TOKENIZER ? [['ids', TOKENIZER], ['text', '']] : [['text', '']];
-    for (const [mode, dir] of modes) {
+    // Ids only with the tokenizer the GGUF was converted from, proven by meta.n_vocab and a
+    // probe through /tokenize; k3-mini's tokenizer, or none, sends text, saying why.
+    const modes: Array<[string, string, RegExp | undefined]> = [
+      ...(TOKENIZER ? [['ids', TOKENIZER, undefined] as [string, string, undefined]] : []),
+      ['text', '', /no K3 tokenizer is known here/],
+      ['text', K3_MINI, /vocabulary has \d+ tokens, the local tokenizer's 8448|tokenizes a probe text as/],
+    ];
+    for (const [mode, dir, reason] of modes) {
       await withLanguageServer(remoteInit(llama.base, {}, dir), async (ls) => {
         const s = await ls.waitForStatus((x) => x.phase === 'ready');
         assert.equal(s.remote?.server, 'llama-server');
         assert.equal(s.remote?.contextTokens, CTX);
-        assert.equal(s.remote?.prompts, mode);
+        assert.equal(s.remote?.prompts, mode, `tokenizer ${dir || '(none)'}: ${s.remote?.promptsReason ?? ''}`);
+        if (reason) assert.match(s.remote?.promptsReason ?? '', reason);
+        figure(`tokenizer ${dir ? path.basename(dir) : '(none)'}: ${await ls.waitFor(ls.logs, (l) => l.startsWith('remote backend: prompts go as'))}`);
         const text = longFile(300);
         await ls.open('file:///w/long.py', 'python', text);
         const lines = text.split('\n');

@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ChatSendRequest, K3ErrorCodes, RemoteApiKeyRequest, StatusRequest } from '../../protocol/lsp';
+import { Tokenizer } from '../../server/engine/tokenizer';
 import { ensureFixture } from '../support/fixtures';
 import { startServer, TEST_TIMEOUT_MS } from '../support/lsp';
 import { startVllm } from './fakes/vllm';
@@ -84,9 +85,11 @@ test('vLLM row "reasoning": `reasoning` deltas are the think channel, and earlie
   );
 });
 
-test('vLLM row "unknown fields": k3_checkpoints is only warned about, and a completion with token-id prompts answers', T, async () => {
+test('vLLM row "unknown fields": k3_checkpoints is only warned about, and a completion with token-id prompts answers', T, async (t) => {
   const dir = ensureFixture({ gate: 'lowerbound' });
-  const fake = await startVllm();
+  const tok = Tokenizer.open(dir);
+  const fake = await startVllm({ tokenize: (t) => Array.from(tok.encode(t, false)) });
+  t.after(() => tok.close());
   await withLanguageServer(
     remoteInit(fake.base, {}, dir),
     async (ls) => {

@@ -4,7 +4,8 @@
 // new message; a stop token ends a reply (the fixture's random weights never choose
 // [EOS] or <|end_of_msg|>, so the test renames, in a copy of the tokenizer config, an id
 // greedy decoding does emit to [EOS]); and k3/status is answered while a reply is
-// generated (its latency is printed, not asserted: timing belongs in benchmarks).
+// generated (its latency is printed, not asserted: timing belongs in benchmarks); a turn
+// whose saved state another window removed re-reads the history instead of failing.
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -12,6 +13,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { ChatRenderer, generationPromptSegments, messageSegments } from '../../server/chat/render';
 import { Tokenizer } from '../../server/engine/tokenizer';
+import { WorkspaceStore } from '../../server/state/store';
 import {
   ChatSendRequest,
   ChatStopRequest,
@@ -192,6 +194,33 @@ test('a history whose stored ids lie outside the vocabulary is read from its tex
     const second = await server.connection.sendRequest(ChatSendRequest.type, { conversationId: id, message: 'and now?', maxTokens: 4 });
     assert.equal(second.stats.generatedTokens, 4);
     assert.deepEqual(second.warnings, [], 'said once: the ids are gone from the history');
+  } finally {
+    await server.shutdown();
+  }
+});
+
+test('a turn whose saved state another window removed prefills the history instead of failing', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const store = storage();
+  const server = await startServer({ modelPath: dir, storagePath: store, settings });
+  try {
+    await waitReady(server);
+    const send = (p: { message: string; conversationId?: string }) => server.connection.sendRequest(ChatSendRequest.type, { ...p, maxTokens: 4 });
+    const a = await send({ message: 'What is 2 + 2?' });
+    await send({ message: 'Something else.' }); // the session now holds the other conversation
+    // Another window of the workspace (its own store on the folder) removes a's saved state,
+    // as its clear or its limits do, without this window's store having seen it go.
+    const other = new WorkspaceStore(store, () => undefined);
+    const file = other.stateFile(other.get(a.conversationId)!);
+    assert.ok(file && fs.existsSync(file), 'the first turn saved a state');
+    fs.rmSync(file);
+    const a2 = await send({ conversationId: a.conversationId, message: 'And times 3?' });
+    assert.equal(a2.stats.resumedFrom, 'none');
+    assert.equal(a2.stats.generatedTokens, 4);
+    const history = await server.connection.sendRequest(ConversationGetRequest.type, { conversationId: a.conversationId });
+    assert.deepEqual(history.messages, [a.userMessage, a.message, a2.userMessage, a2.message]);
+    await server.waitFor(server.logs, (l) => l.includes('was removed by another window'));
+    const a3 = await send({ conversationId: a.conversationId, message: 'And minus 1?' });
+    assert.equal(a3.stats.resumedFrom, 'context', 'the turn after resumes as usual');
   } finally {
     await server.shutdown();
   }

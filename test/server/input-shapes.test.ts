@@ -3,10 +3,11 @@
 // every later completion with a misleading "engine failed"; an out-of-range position is
 // refused with InvalidParams naming it (a character past the line's end means the end, as
 // LSP says) instead of being echoed back; a change that cannot be applied forgets the
-// document; null params get InvalidParams, never an internal error.
+// document; null params get InvalidParams, never an internal error, whether the client
+// library wraps them (`[null]`, by position) or the wire carries `"params": null` itself.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { ErrorCodes, ResponseError } from 'vscode-languageserver-protocol/node';
+import { ErrorCodes, type Message, ResponseError, type ResponseMessage, StreamMessageReader } from 'vscode-languageserver-protocol/node';
 import { ensureFixture } from '../support/fixtures';
 import { type ServerHandle, startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';
 import { addonFile } from '../support/paths';
@@ -91,5 +92,29 @@ test('null params get InvalidParams or an answer, never an internal error, and n
     // The protocol library refuses null params itself (by name, not by position); a handler
     // that saw them would refuse them too.
     await server.waitFor(server.logs, (l) => server.logs.indexOf(l) >= from && l.includes(method) && /refused|received parameters by position/.test(l));
+  }
+});
+
+/** Sends `{"params": null}` as raw bytes (the client library would wrap null as `[null]`)
+ * and resolves with the server's response, read off its stdout beside the connection. */
+function rawNullRequest(method: string, id: string): Promise<ResponseMessage> {
+  const reader = new StreamMessageReader(server.proc.stdout!);
+  const answered = new Promise<ResponseMessage>((resolve) => {
+    reader.listen((m: Message) => {
+      if ((m as ResponseMessage).id === id) {
+        reader.dispose();
+        resolve(m as ResponseMessage);
+      }
+    });
+  });
+  const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id, method, params: null }), 'utf8');
+  server.proc.stdin!.write(Buffer.concat([Buffer.from(`Content-Length: ${body.length}\r\n\r\n`, 'ascii'), body]));
+  return answered;
+}
+
+test('"params": null on the wire gets InvalidParams from every method, inline completion included', { timeout: TEST_TIMEOUT_MS }, async () => {
+  for (const method of ['textDocument/inlineCompletion', 'k3/chat/send', 'k3/chat/stop', 'k3/conversation/get', 'k3/presets/set', 'k3/remote/setApiKey']) {
+    const r = await rawNullRequest(method, `raw-null-${method}`);
+    assert.equal(r.error?.code, ErrorCodes.InvalidParams, `${method}: ${JSON.stringify(r.error)}`);
   }
 });

@@ -27,7 +27,7 @@ test('k3/conversation/clear with malformed params is InvalidParams and deletes n
   const store = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-clear-'));
   const seed = new WorkspaceStore(store, () => assert.fail('no problem expected'));
   for (const id of ['c1', 'c2', 'c3']) {
-    seed.put({ id, title: id, createdAt: 1, updatedAt: 1, thinking: false, messages: [], state: null });
+    await seed.put({ id, title: id, createdAt: 1, updatedAt: 1, thinking: false, messages: [], state: null });
   }
   const server = await startServer({ storagePath: store, settings });
   try {

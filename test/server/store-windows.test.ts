@@ -29,39 +29,39 @@ function conversation(id: string, updatedAt: number, replies = 1): StoredConvers
   return { id, title: id, createdAt: updatedAt, updatedAt, thinking: false, messages, state: null };
 }
 
-test('two windows on one folder see what the other wrote and deleted', () => {
+test('two windows on one folder see what the other wrote and deleted', async () => {
   const root = tmp();
   const a = new WorkspaceStore(root, () => assert.fail('no problem expected'));
   const b = new WorkspaceStore(root, () => assert.fail('no problem expected'));
   assert.deepEqual(b.list(), []);
-  a.put(conversation('from-a', 1));
+  await a.put(conversation('from-a', 1));
   assert.deepEqual(b.list().map((c) => c.id), ['from-a']);
-  b.put(conversation('from-b', 2));
-  b.updateWorkspace({ preset: 'laptop' });
+  await b.put(conversation('from-b', 2));
+  await b.updateWorkspace({ preset: 'laptop' });
   assert.deepEqual(a.list().map((c) => c.id), ['from-b', 'from-a']);
   assert.equal(a.readWorkspace().preset, 'laptop');
   // A's timing write keeps B's preset: workspace.json is re-read under the lock.
-  a.updateWorkspace({ lastLoad: { bytes: 1, ms: 1 } });
+  await a.updateWorkspace({ lastLoad: { bytes: 1, ms: 1 } });
   assert.deepEqual(b.readWorkspace(), { preset: 'laptop', lastLoad: { bytes: 1, ms: 1 } });
-  a.delete('from-b');
+  await a.delete('from-b');
   assert.deepEqual(b.list().map((c) => c.id), ['from-a']);
 });
 
-test('a conversation continued in two windows at once: the second write is refused with a message, the first stays', () => {
+test('a conversation continued in two windows at once: the second write is refused with a message, the first stays', async () => {
   const root = tmp();
   const problems: K3Problem[] = [];
   const a = new WorkspaceStore(root, (p) => problems.push(p));
   const b = new WorkspaceStore(root, (p) => problems.push(p));
-  a.put(conversation('c', 1));
+  await a.put(conversation('c', 1));
   const inA = a.get('c')!;
   const inB = b.get('c')!;
   // Both windows answer a message in `c`; A records its turn first.
   inA.messages.push(...conversation('c', 2, 2).messages.slice(2));
   inA.updatedAt = 2;
-  assert.equal(a.put(inA), undefined);
+  assert.equal(await a.put(inA), undefined);
   inB.messages.push({ id: 'b-u', role: 'user', content: 'other', reasoning: '', createdAt: 3 });
   inB.updatedAt = 3;
-  const refused = b.put(inB);
+  const refused = await b.put(inB);
   assert.equal(refused?.kind, 'conversation-changed');
   assert.match(refused?.message ?? '', /Another window of this workspace added to this conversation/);
   const onDisk = new WorkspaceStore(root, () => undefined).get('c');
@@ -70,16 +70,16 @@ test('a conversation continued in two windows at once: the second write is refus
   // Having read it, B may go on.
   const next = b.get('c')!;
   next.updatedAt = 4;
-  assert.equal(b.put(next), undefined);
+  assert.equal(await b.put(next), undefined);
 });
 
-test('a lock held by a live window makes a write wait, then refuse it naming the holder; a dead window’s lock is broken', () => {
+test('a lock held by a live window makes a write wait, then refuse it naming the holder; a dead window’s lock is broken', async () => {
   const root = tmp();
   fs.writeFileSync(path.join(root, 'lock'), `${process.ppid} ${os.hostname()} held-by-another-window\n`);
   const problems: K3Problem[] = [];
   const s = new WorkspaceStore(root, (p) => problems.push(p));
   const t0 = Date.now();
-  const refused = s.put(conversation('c', 1));
+  const refused = await s.put(conversation('c', 1));
   assert.ok(Date.now() - t0 >= LOCK_WAIT_MS, 'it waited for the holder first');
   assert.equal(refused?.kind, 'storage-unavailable');
   assert.match(refused?.message ?? '', new RegExp(`process ${process.ppid}`));
@@ -87,13 +87,13 @@ test('a lock held by a live window makes a write wait, then refuse it naming the
 
   const dead = spawnSync(process.execPath, ['-e', '']).pid as number;
   fs.writeFileSync(path.join(root, 'lock'), `${dead} ${os.hostname()} left-by-a-crash\n`);
-  assert.equal(s.put(conversation('c', 2)), undefined);
+  assert.equal(await s.put(conversation('c', 2)), undefined);
   assert.equal(s.storage().problem, undefined, 'a write that succeeds clears the problem');
   assert.equal(fs.existsSync(path.join(root, 'lock')), false, 'released after the write');
   assert.equal(new WorkspaceStore(root, () => undefined).get('c')?.updatedAt, 2);
 });
 
-test('state an older k3-code kept per window moves to the shared folder once; the newer copy of a conversation wins', () => {
+test('state an older k3-code kept per window moves to the shared folder once; the newer copy of a conversation wins', async () => {
   const parent = tmp();
   const legacy = [path.join(parent, 'ws-1', 'ext'), path.join(parent, 'ws-2', 'ext')];
   const write = (dir: string, c: StoredConversation, state?: string) => {
@@ -109,6 +109,7 @@ test('state an older k3-code kept per window moves to the shared folder once; th
   const root = path.join(parent, 'shared');
   const problems: K3Problem[] = [];
   const s = new WorkspaceStore(root, (p) => problems.push(p), { legacy, workspace: ['file:///w'] });
+  await s.ready();
   assert.deepEqual(s.list().map((c) => [c.id, c.messages.length]), [['shared', 4], ['only-two', 2]]);
   assert.equal(s.get('shared')?.state?.file, 'shared-1.k3state');
   assert.equal(fs.readFileSync(path.join(root, 'conversations', 'shared-1.k3state'), 'utf8'), 'abc');
@@ -120,6 +121,7 @@ test('state an older k3-code kept per window moves to the shared folder once; th
   }
   // Once: a later window finds nothing left to move and changes nothing.
   const again = new WorkspaceStore(root, (p) => problems.push(p), { legacy, workspace: ['file:///w'] });
+  await again.ready();
   assert.deepEqual(again.list().map((c) => c.id), ['shared', 'only-two']);
   assert.equal(problems.length, 0);
 });

@@ -1,7 +1,8 @@
 // store.test.ts - the per-workspace files (server/state/store.ts): conversations survive a
 // new store on the same folder; a corrupt or foreign file is moved aside and reported
 // while the others still load, and is never deleted when corrupt/ cannot be made; a FIFO
-// named like a history file is refused at once; saved states are bounded in bytes and
+// named like a history file is refused at once; a saved state that is a folder is set aside
+// and reported by the leftover sweep, which never fails a listing; saved states are bounded in bytes and
 // conversations in number, oldest first; storage that cannot be written degrades (the
 // problem is reported once, what this window has stays in memory); writes are atomic even
 // when cut short; leftovers of dead writers are swept, a live writer's are not; clearing
@@ -46,12 +47,12 @@ function conversation(id: string, updatedAt: number, stateBytes = 0): StoredConv
 }
 
 /** Saves a conversation with a state file of its size, as the chat service does. */
-function putWithState(store: WorkspaceStore, root: string, c: StoredConversation): void {
+async function putWithState(store: WorkspaceStore, root: string, c: StoredConversation): Promise<void> {
   if (c.state) {
     fs.mkdirSync(path.join(root, 'conversations'), { recursive: true });
     fs.writeFileSync(path.join(root, 'conversations', c.state.file), Buffer.alloc(c.state.bytes));
   }
-  assert.equal(store.put(c), undefined);
+  assert.equal(await store.put(c), undefined);
 }
 
 /** The id of a process that has exited. */
@@ -60,11 +61,11 @@ function deadPid(): number {
   return r.pid as number;
 }
 
-test('conversations and the workspace file are read back by a new store on the same folder', () => {
+test('conversations and the workspace file are read back by a new store on the same folder', async () => {
   const root = tmp();
   const a = new WorkspaceStore(root, () => assert.fail('no problem expected'));
-  a.updateWorkspace({ preset: 'laptop', lastLoad: { bytes: 10, ms: 5 } });
-  putWithState(a, root, conversation('c1', 1, 100));
+  await a.updateWorkspace({ preset: 'laptop', lastLoad: { bytes: 10, ms: 5 } });
+  await putWithState(a, root, conversation('c1', 1, 100));
   const b = new WorkspaceStore(root, () => assert.fail('no problem expected'));
   assert.deepEqual(b.readWorkspace(), { preset: 'laptop', lastLoad: { bytes: 10, ms: 5 } });
   assert.deepEqual(b.get('c1'), conversation('c1', 1, 100));
@@ -72,12 +73,12 @@ test('conversations and the workspace file are read back by a new store on the s
   assert.deepEqual(b.storage(), { path: root });
 });
 
-test('a corrupt history file is moved aside and reported, and the other conversations still load', () => {
+test('a corrupt history file is moved aside and reported, and the other conversations still load', async () => {
   const root = tmp();
   const a = new WorkspaceStore(root, () => undefined);
-  a.put(conversation('good', 1));
-  a.put(conversation('bad', 2));
-  a.put(conversation('old', 3));
+  await a.put(conversation('good', 1));
+  await a.put(conversation('bad', 2));
+  await a.put(conversation('old', 3));
   const dir = path.join(root, 'conversations');
   fs.writeFileSync(path.join(dir, 'bad.json'), '{"format": "k3-conversation", "version": 1, "id": "bad", "tit');
   const old = JSON.parse(fs.readFileSync(path.join(dir, 'old.json'), 'utf8'));
@@ -94,10 +95,10 @@ test('a corrupt history file is moved aside and reported, and the other conversa
   assert.equal(problems.length, 2, 'a file set aside is reported once');
 });
 
-test('a history file from a newer k3-code is left where it is, reported once, and not listed', () => {
+test('a history file from a newer k3-code is left where it is, reported once, and not listed', async () => {
   const root = tmp();
   const a = new WorkspaceStore(root, () => undefined);
-  a.put(conversation('future', 1));
+  await a.put(conversation('future', 1));
   const file = path.join(root, 'conversations', 'future.json');
   const text = JSON.stringify({ ...JSON.parse(fs.readFileSync(file, 'utf8')), version: 99 });
   fs.writeFileSync(file, text);
@@ -110,10 +111,10 @@ test('a history file from a newer k3-code is left where it is, reported once, an
   assert.equal(fs.readFileSync(file, 'utf8'), text, 'another window may run that version: the file is untouched');
 });
 
-test('a corrupt history is set aside beside itself, never deleted, when corrupt/ cannot be made', () => {
+test('a corrupt history is set aside beside itself, never deleted, when corrupt/ cannot be made', async () => {
   const root = tmp();
   const a = new WorkspaceStore(root, () => undefined);
-  a.put(conversation('good', 1));
+  await a.put(conversation('good', 1));
   const bad = '{"format": "k3-conversation", "version": 1, "id": "bad", "tit';
   fs.writeFileSync(path.join(root, 'conversations', 'bad.json'), bad);
   fs.writeFileSync(path.join(root, 'corrupt'), 'a file where the folder would go');
@@ -127,10 +128,10 @@ test('a corrupt history is set aside beside itself, never deleted, when corrupt/
   assert.match(problems[0].message, /moved to .*bad\.json\.corrupt-/);
 });
 
-test('a FIFO named like a history file is refused at once and set aside, and the others load', { timeout: 30_000 }, () => {
+test('a FIFO named like a history file is refused at once and set aside, and the others load', { timeout: 30_000 }, async () => {
   const root = tmp();
   const a = new WorkspaceStore(root, () => undefined);
-  a.put(conversation('good', 1));
+  await a.put(conversation('good', 1));
   execFileSync('mkfifo', [path.join(root, 'conversations', 'pipe.json')]);
   const problems: K3Problem[] = [];
   const b = new WorkspaceStore(root, (p) => problems.push(p));
@@ -140,54 +141,54 @@ test('a FIFO named like a history file is refused at once and set aside, and the
   assert.deepEqual(fs.readdirSync(path.join(root, 'conversations')), ['good.json']);
 });
 
-test('conversations/ being a file: the problem is reported once, and conversations live on in memory', () => {
+test('conversations/ being a file: the problem is reported once, and conversations live on in memory', async () => {
   const root = tmp();
   fs.writeFileSync(path.join(root, 'conversations'), '');
   const problems: K3Problem[] = [];
   const s = new WorkspaceStore(root, (p) => problems.push(p));
   assert.deepEqual(s.list(), []);
-  const notKept = s.put(conversation('c', 1));
+  const notKept = await s.put(conversation('c', 1));
   assert.equal(notKept?.kind, 'storage-unavailable');
   assert.match(notKept?.detail ?? '', /EEXIST|ENOTDIR/);
   assert.match(notKept?.message ?? '', /Completions and chat still work/);
   assert.deepEqual(s.list().map((c) => c.id), ['c'], 'this window keeps what it could not save');
-  s.put(conversation('d', 2));
+  await s.put(conversation('d', 2));
   assert.ok(problems.length >= 1 && problems.every((p) => p.kind === 'storage-unavailable'));
   assert.equal(new Set(problems.map((p) => p.message)).size, problems.length, 'each problem reported once');
   assert.equal(s.storage().problem?.kind, 'storage-unavailable');
   assert.equal(s.newStatePath('c'), undefined, 'no saved state where nothing can be written');
 });
 
-test('storage that cannot be written (a file in its place) keeps the workspace values in memory and says why', () => {
+test('storage that cannot be written (a file in its place) keeps the workspace values in memory and says why', async () => {
   const parent = tmp();
   const root = path.join(parent, 'state');
   fs.writeFileSync(root, 'not a folder');
   const problems: K3Problem[] = [];
   const s = new WorkspaceStore(root, (p) => problems.push(p));
-  const p = s.updateWorkspace({ preset: 'laptop' });
+  const p = await s.updateWorkspace({ preset: 'laptop' });
   assert.equal(p?.kind, 'storage-unavailable');
   assert.deepEqual(s.readWorkspace().preset, 'laptop');
   assert.equal(s.storage().problem?.message, p?.message);
   assert.equal(problems.length, 1);
   // The folder comes back: the next write succeeds and the problem is gone.
   fs.rmSync(root);
-  assert.equal(s.updateWorkspace({ lastLoad: { bytes: 1, ms: 2 } }), undefined);
+  assert.equal(await s.updateWorkspace({ lastLoad: { bytes: 1, ms: 2 } }), undefined);
   assert.equal(s.storage().problem, undefined);
   assert.deepEqual(new WorkspaceStore(root, () => undefined).readWorkspace(), { preset: 'laptop', lastLoad: { bytes: 1, ms: 2 } });
 });
 
-test('saved states are bounded in bytes and conversations in number, oldest evicted first', () => {
+test('saved states are bounded in bytes and conversations in number, oldest evicted first', async () => {
   const root = tmp();
   const s = new WorkspaceStore(root, () => undefined);
-  for (let i = 1; i <= 4; i++) putWithState(s, root, conversation(`c${i}`, i, 100));
-  s.enforceLimits(250, 10, 'c4');
+  for (let i = 1; i <= 4; i++) await putWithState(s, root, conversation(`c${i}`, i, 100));
+  await s.enforceLimits(250, 10, 'c4');
   assert.deepEqual(s.list().map((c) => [c.id, c.state !== null]), [['c4', true], ['c3', true], ['c2', false], ['c1', false]]);
   assert.equal(fs.existsSync(path.join(root, 'conversations/c1.k3state')), false);
-  s.enforceLimits(250, 2, 'c1');
+  await s.enforceLimits(250, 2, 'c1');
   assert.deepEqual(s.list().map((c) => c.id), ['c4', 'c1'], 'the kept conversation stays even when oldest');
 });
 
-test('a write never leaves a half-written file: it goes to a temporary file renamed into place', () => {
+test('a write never leaves a half-written file: it goes to a temporary file renamed into place', async () => {
   const root = tmp();
   const file = path.join(root, 'x.json');
   writeFileAtomic(file, 'one');
@@ -196,7 +197,7 @@ test('a write never leaves a half-written file: it goes to a temporary file rena
   assert.deepEqual(fs.readdirSync(root), ['x.json']);
 });
 
-test('a write cut short (a file-size limit) fails whole: the old file stays and no temporary file is left', () => {
+test('a write cut short (a file-size limit) fails whole: the old file stays and no temporary file is left', async () => {
   const root = tmp();
   const file = path.join(root, 'x.json');
   writeFileAtomic(file, 'old');
@@ -210,7 +211,7 @@ test('a write cut short (a file-size limit) fails whole: the old file stays and 
   assert.deepEqual(fs.readdirSync(root), ['x.json']);
 });
 
-test('temporary files of writers that are gone are swept, beside workspace.json and in conversations/; a live writer’s stay', () => {
+test('temporary files of writers that are gone are swept, beside workspace.json and in conversations/; a live writer’s stay', async () => {
   const root = tmp();
   const conv = path.join(root, 'conversations');
   fs.mkdirSync(conv, { recursive: true });
@@ -226,12 +227,38 @@ test('temporary files of writers that are gone are swept, beside workspace.json 
   assert.deepEqual(fs.readdirSync(conv), [`c-y.p${live}.k3state`], 'a state another live window wrote but has not named yet stays');
 });
 
-test('clearing deletes every file the store keeps', () => {
+test('a saved state that is a folder is set aside and reported; listing, reading and writing conversations go on', async () => {
+  const root = tmp();
+  const a = new WorkspaceStore(root, () => undefined);
+  await a.put(conversation('other', 1));
+  await a.put(conversation('c', 2, 1));
+  const conv = path.join(root, 'conversations');
+  // c's saved state, and a leftover no conversation names, are folders (one with a file in it).
+  const leftover = path.join(conv, `c-q.p${deadPid()}.k3state`);
+  fs.mkdirSync(path.join(conv, 'c.k3state'));
+  fs.mkdirSync(leftover);
+  fs.writeFileSync(path.join(leftover, 'x'), 'x');
+  const problems: K3Problem[] = [];
+  const b = new WorkspaceStore(root, (p) => problems.push(p));
+  assert.deepEqual(b.list().map((c) => c.id), ['c', 'other']);
+  assert.equal(b.get('c')?.state, null, 'the turn re-reads the history instead of resuming');
+  assert.deepEqual(problems.map((p) => p.kind), ['file-corrupt', 'file-corrupt']);
+  for (const p of problems) assert.match(p.message, /saved engine state .*\.k3state is not a file.*moved to/);
+  assert.deepEqual(fs.readdirSync(conv).sort(), ['c.json', 'other.json']);
+  assert.equal(fs.readdirSync(path.join(root, 'corrupt')).length, 2, 'set aside, never deleted');
+  const c = b.get('c')!;
+  c.updatedAt = 3;
+  assert.equal(await b.put(c), undefined);
+  b.list();
+  assert.equal(problems.length, 2, 'reported once');
+});
+
+test('clearing deletes every file the store keeps', async () => {
   const root = tmp();
   const s = new WorkspaceStore(root, () => undefined);
-  s.updateWorkspace({ preset: 'max' });
-  s.put(conversation('c', 1));
-  assert.equal(s.clear(), 2);
+  await s.updateWorkspace({ preset: 'max' });
+  await s.put(conversation('c', 1));
+  assert.equal(await s.clear(), 2);
   assert.deepEqual(fs.readdirSync(root), []);
   assert.deepEqual(s.list(), []);
 });

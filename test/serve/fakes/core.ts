@@ -3,7 +3,8 @@
 // lets a test await one by predicate; the generation replies a test scripts (pieces, then
 // a clean end, an error event, or a stall with keep-alive pings), written as each server
 // writes its stream; and a token count shared by all fakes (3 characters a token, the
-// remote backend's own estimate without a tokenizer, so a prompt's size is predictable).
+// remote backend's own estimate without a tokenizer, so a prompt's size is predictable);
+// and the tokenizer a fake's tokenize route answers with, when a test gives it one.
 // The per-server files decide what to answer: llama-server.ts, vllm.ts, sglang.ts.
 import { once } from 'node:events';
 import * as http from 'node:http';
@@ -35,6 +36,10 @@ export interface Script {
 }
 
 export const DEFAULT_SCRIPT: Script = { pieces: [{ reasoning: 'Think. ' }, { content: 'Hello' }, { content: ' there.' }], end: { done: true } };
+
+/** The tokenizer a fake server tokenizes with (its tokenize route): a real one opened by
+ * the test, or any function of the text. Without one the fake has no tokenize route. */
+export type ServerTokenizer = (text: string) => number[];
 
 /** Tokens a text takes at the fakes' rate (what the remote backend estimates without a tokenizer). */
 export function tokensOf(text: string): number {

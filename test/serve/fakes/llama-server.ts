@@ -8,9 +8,22 @@
 // exceed_context_size_error; `reasoning_content` deltas; usage with
 // `prompt_tokens_details.cached_tokens` (the prefix shared with the previous prompt) at the
 // end; a mid-stream failure as one `data: {"error":{code,message,type}}` event and no
-// [DONE]; keep-alive comments while stalled.
+// [DONE]; keep-alive comments while stalled; `meta.n_vocab` in the listing and `POST
+// /tokenize {content}` answering `{tokens}` with the test's tokenizer (404 without one).
 import type * as http from 'node:http';
-import { event, type FakeServer, json, nextScript, promptTokens, type Recorded, stallWithPings, startEvents, startFake, tokensOf } from './core';
+import {
+  event,
+  type FakeServer,
+  json,
+  nextScript,
+  promptTokens,
+  type Recorded,
+  type ServerTokenizer,
+  stallWithPings,
+  startEvents,
+  startFake,
+  tokensOf,
+} from './core';
 
 export interface LlamaServerOptions {
   apiKey?: string;
@@ -21,6 +34,10 @@ export interface LlamaServerOptions {
   /** Loading until set to false. */
   loading?: boolean;
   port?: number;
+  /** The vocabulary size the listing publishes (`meta.n_vocab`); 1000 by default. */
+  nVocab?: number;
+  /** What `POST /tokenize` tokenizes with; no such route without it. */
+  tokenize?: ServerTokenizer;
 }
 
 export interface FakeLlamaServer extends FakeServer {
@@ -62,10 +79,14 @@ export async function startLlamaServer(options: LlamaServerOptions = {}): Promis
             object: 'model',
             created: 1,
             owned_by: 'llamacpp',
-            meta: { vocab_type: 2, n_vocab: 1000, n_ctx: nCtx, n_ctx_train: 131072, n_embd: 512, n_params: 1, size: 1 },
+            meta: { vocab_type: 2, n_vocab: o.nVocab ?? 1000, n_ctx: nCtx, n_ctx_train: 131072, n_embd: 512, n_params: 1, size: 1 },
           },
         ],
       });
+    }
+    if (route === 'POST /tokenize' && o.tokenize) {
+      const content = (r.body ?? {}).content;
+      return json(res, 200, { tokens: typeof content === 'string' ? o.tokenize(content) : [] });
     }
     if (route === 'GET /props') return json(res, 200, { default_generation_settings: { params: {}, n_ctx: nCtx }, total_slots: 1, model_alias: alias });
     const chat = route === 'POST /v1/chat/completions';

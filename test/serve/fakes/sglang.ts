@@ -8,15 +8,30 @@
 // "type":"BadRequestError",…} (top-level message), one that fits but whose max_tokens does
 // not with "Requested token count exceeds the model's maximum context length of M tokens…";
 // `reasoning_content` deltas; usage at the end without cached tokens (they need
-// --enable-cache-report); a mid-stream failure as a `data: {"error":{…}}` event, then [DONE].
+// --enable-cache-report); a mid-stream failure as a `data: {"error":{…}}` event, then [DONE];
+// `POST /v1/tokenize {model, prompt}` answering `{tokens, count, max_model_len}` with the
+// test's tokenizer (serving_tokenize.py; 404 without one).
 import type * as http from 'node:http';
-import { event, type FakeServer, json, nextScript, promptTokens, type Recorded, stallWithPings, startEvents, startFake } from './core';
+import {
+  event,
+  type FakeServer,
+  json,
+  nextScript,
+  promptTokens,
+  type Recorded,
+  type ServerTokenizer,
+  stallWithPings,
+  startEvents,
+  startFake,
+} from './core';
 
 export interface SglangOptions {
   apiKey?: string;
   servedName?: string;
   contextLength?: number;
   port?: number;
+  /** What `POST /v1/tokenize` tokenizes with; no such route without it. */
+  tokenize?: ServerTokenizer;
 }
 
 function badRequest(res: http.ServerResponse, message: string): void {
@@ -33,6 +48,11 @@ export async function startSglang(options: SglangOptions = {}): Promise<FakeServ
     if (route === 'GET /health') return json(res, 200, {});
     if (route === 'GET /v1/models') {
       return json(res, 200, { object: 'list', data: [{ id: name, object: 'model', created: 1, owned_by: 'sglang', root: name, max_model_len: contextLen }] });
+    }
+    if (route === 'POST /v1/tokenize' && options.tokenize) {
+      const prompt = (r.body ?? {}).prompt;
+      const tokens = typeof prompt === 'string' ? options.tokenize(prompt) : [];
+      return json(res, 200, { tokens, count: tokens.length, max_model_len: contextLen });
     }
     const chat = route === 'POST /v1/chat/completions';
     if (!chat && route !== 'POST /v1/completions') return json(res, 404, { detail: 'Not Found' });

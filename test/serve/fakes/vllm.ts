@@ -7,9 +7,22 @@
 // BadRequestError "...the model's context length is only N tokens..."; `reasoning`
 // deltas (the name since vLLM dropped `reasoning_content`); usage in every chunk with
 // `continuous_usage_stats`, no cached tokens (they need --enable-prompt-tokens-details);
-// a mid-stream failure as a `data: {"error":{…}}` event followed by [DONE].
+// a mid-stream failure as a `data: {"error":{…}}` event followed by [DONE]; `POST /tokenize
+// {model, prompt}` answering `{count, max_model_len, tokens}` with the test's tokenizer
+// (404 without one), held back while the test says so.
 import type * as http from 'node:http';
-import { event, type FakeServer, json, nextScript, promptTokens, type Recorded, stallWithPings, startEvents, startFake } from './core';
+import {
+  event,
+  type FakeServer,
+  json,
+  nextScript,
+  promptTokens,
+  type Recorded,
+  type ServerTokenizer,
+  stallWithPings,
+  startEvents,
+  startFake,
+} from './core';
 
 export interface VllmOptions {
   apiKey?: string;
@@ -17,6 +30,10 @@ export interface VllmOptions {
   servedName?: string;
   maxModelLen?: number;
   port?: number;
+  /** What `POST /tokenize` tokenizes with; no such route without it. */
+  tokenize?: ServerTokenizer;
+  /** Awaited before the tokenize route answers (a test holding the check back). */
+  beforeTokenize?: () => Promise<void>;
 }
 
 export interface FakeVllm extends FakeServer {
@@ -56,6 +73,13 @@ export async function startVllm(options: VllmOptions = {}): Promise<FakeVllm> {
         object: 'list',
         data: [{ id: name, object: 'model', created: 1, owned_by: 'vllm', root: '/models/kimi-k3', parent: null, max_model_len: maxModelLen, permission: [{}] }],
       });
+    }
+    if (route === 'POST /tokenize' && options.tokenize) {
+      const tokenize = options.tokenize;
+      const prompt = (r.body ?? {}).prompt;
+      const tokens = typeof prompt === 'string' ? tokenize(prompt) : [];
+      void (options.beforeTokenize?.() ?? Promise.resolve()).then(() => json(res, 200, { count: tokens.length, max_model_len: maxModelLen, tokens, token_strs: null }));
+      return;
     }
     const chat = route === 'POST /v1/chat/completions';
     if (!chat && route !== 'POST /v1/completions') return json(res, 404, { detail: 'Not Found' });

@@ -1,8 +1,11 @@
 // postprocess.ts - what of the model's continuation becomes ghost text (docs/PROMPTS.md,
 // "Post-processing"). A pure function of the text generated so far and what surrounds the
 // cursor; it also says when more tokens cannot change the answer, so generation stops
-// there. The junk filter (filters.ts) runs on the lines it keeps. It never re-indents:
-// lines keep the indentation the model gave them.
+// there. Where a block of several lines fits and ends is block.ts; the junk filter
+// (filters.ts) runs on the lines it keeps. It never re-indents: lines keep the indentation
+// the model gave them.
+import type { MultilineMode } from '../../protocol/lsp';
+import { blockEnd, multilineFits } from './block';
 import { type FilterContext, type FilterNote, filterJunk } from './filters';
 
 export interface PostprocessInput extends FilterContext {
@@ -12,7 +15,10 @@ export interface PostprocessInput extends FilterContext {
   lineSuffix: string;
   /** The document's lines after the cursor's line. */
   nextLines: readonly string[];
-  multiline: boolean;
+  /** The document's language id (what opens a block, how comments look). */
+  languageId: string;
+  multiline: MultilineMode;
+  /** Most lines a multi-line completion shows (the cursor's line counts when it gets text). */
   maxLines: number;
 }
 
@@ -54,10 +60,12 @@ function finish(shaped: string[], shapedFinal: boolean, input: PostprocessInput)
  * Rules, in order:
  * - Text after the cursor on its line (a suffix): one line only; a copy of the suffix at the
  *   end of that line is dropped.
- * - Single-line mode: the rest of the cursor's line; when the model ends the line at once
- *   and nothing follows the cursor, the next line instead (a line break plus that line).
- * - Multi-line mode: up to maxLines lines, stopping before a line that repeats the next
- *   non-blank line of the document.
+ * - One line (mode `never`, or `auto` inside a line): the rest of the cursor's line; when the
+ *   model ends the line at once and nothing follows the cursor, the next line instead (a
+ *   line break plus that line).
+ * - Several lines (mode `always`, or `auto` at an empty line or after a block opener): up to
+ *   the end of the block (block.ts), at most maxLines lines, stopping before a line that
+ *   repeats the next non-blank line of the document.
  * - Trailing whitespace goes; a completion that is blank, or that only retypes the line
  *   below, is dropped.
  */
@@ -76,16 +84,21 @@ export function postprocess(raw: string, input: PostprocessInput): PostprocessRe
     return finish([line], final, input);
   }
 
-  if (!input.multiline) {
+  const several = input.multiline === 'always' || (input.multiline === 'auto' && multilineFits(input.languageId, input.linePrefix));
+  if (!several) {
     if (complete === 0) return finish([lines[0]], false, input);
     if (lines[0].trim() !== '') return finish([lines[0]], true, input);
     // The model ended the cursor's line without adding to it: offer the next line.
     return finish(['', lines[1]], complete >= 2, input);
   }
 
+  // `filter: false` (measurements, a random-weight model's raw output) keeps every line.
+  const block = input.filter === false ? { keep: lines.length, ended: false } : blockEnd(lines, complete, input);
   const next = nextContentLine(input.nextLines);
+  // An empty rest of the cursor's line is not a line the user sees.
+  const maxKept = input.maxLines + (lines[0].trim() === '' ? 1 : 0);
   const kept: string[] = [];
-  for (let i = 0; i < lines.length; i++) {
+  for (let i = 0; i < block.keep; i++) {
     const ended = i < complete;
     if (i > 0 && next !== '' && lines[i].trim() === next && ended) return finish(kept, true, input);
     if (i > 0 && next !== '' && !ended && next.startsWith(lines[i].trim()) && lines[i].trim() !== '') {
@@ -93,7 +106,7 @@ export function postprocess(raw: string, input: PostprocessInput): PostprocessRe
       return finish(kept, false, input);
     }
     kept.push(lines[i]);
-    if (kept.length >= input.maxLines && ended) return finish(kept, true, input);
+    if (kept.length >= maxKept && ended) return finish(kept, true, input);
   }
-  return finish(kept, false, input);
+  return finish(kept, block.ended, input);
 }

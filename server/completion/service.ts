@@ -86,6 +86,7 @@ export class CompletionService {
       linePrefix: layout.linePrefix,
       lineSuffix: layout.lineSuffix,
       nextLines: layout.nextLines,
+      languageId: doc.languageId,
       multiline: settings.multiline,
       maxLines: settings.maxLines,
       lineAbove: [...fileLines].reverse().find((l) => l.trim() !== '') ?? '',
@@ -93,10 +94,13 @@ export class CompletionService {
       asciiFile: nonAsciiShare(layout.fileText + layout.nextLines.join('\n')) < ASCII_FILE_SHARE,
       filter: settings.filter,
     };
+    // The cache's key: all the completion depends on but the text before the cursor, which
+    // entries remember, so a suggestion accepted in part serves its rest (cache.ts).
     const base = crypto
       .createHash('sha1')
-      .update(JSON.stringify([backend.fingerprint, layout.chunkKeys, this.ctx.ring.id, layout.fileText, layout.lineSuffix, layout.nextLines, settings]))
+      .update(JSON.stringify([backend.fingerprint, layout.chunkKeys, this.ctx.ring.id, layout.lineSuffix, layout.nextLines, settings]))
       .digest('hex');
+    const before = layout.fileText + layout.linePrefix;
     // What is shown: the post-processed text, merged with closers after the cursor, at the
     // cursor (clamped to the end of its line, as LSP says).
     const item = (result: PostprocessResult): InlineCompletionList => {
@@ -106,7 +110,7 @@ export class CompletionService {
       return { items: [{ insertText: m.insertText, range: { start: at, end } }] };
     };
 
-    const cached = this.cache.get(base, layout.linePrefix);
+    const cached = this.cache.get(base, before);
     if (cached !== undefined) {
       this.current?.cancel('superseded');
       const result = postprocess(cached, ppInput);
@@ -147,7 +151,7 @@ export class CompletionService {
       if (result.note) stats.filtered = { rule: result.note.rule, action: result.note.action };
       this.record(stats);
       // Junk is not remembered: the next keystroke asks the model again.
-      if (result.text && !result.note) this.cache.put(base, layout.linePrefix, result.text);
+      if (result.text && !result.note) this.cache.put(base, before, result.text);
       const list = item(result);
       this.explain('engine', layout.heal, raw, result, list);
       return list;

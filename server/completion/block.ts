@@ -132,6 +132,15 @@ const PYTHON_HEADER = /^\s*(?:async\s+)?(?:def|class|if|elif|else|for|while|with
 const CONTINUATION = /^\s*(?:else|elif|except|finally|catch|elsif|rescue|ensure)\b/;
 // Lines that close a block without a bracket, or with one.
 const CLOSER = /^\s*(?:[)\]}]|end\b|fi\b|done\b|esac\b|until\b|<\/)/;
+// What a dedented line still being written may grow into and stay in the block: the words
+// of CONTINUATION and CLOSER.
+const KEYWORDS = ['else', 'elif', 'except', 'finally', 'catch', 'elsif', 'rescue', 'ensure', 'end', 'fi', 'done', 'esac', 'until', '</'];
+
+/** True when a partial line may still become a continuing or closing line. */
+function mayContinue(line: string): boolean {
+  const t = line.trimStart();
+  return CONTINUATION.test(line) || CLOSER.test(line) || KEYWORDS.some((k) => k.startsWith(t));
+}
 
 function indentOf(line: string): number {
   return /^[ \t]*/.exec(line)![0].length;
@@ -162,9 +171,9 @@ export function multilineFits(languageId: string, linePrefix: string): boolean {
 
 /**
  * How many of `lines` (lines[0] continues the cursor's line; the first `complete` are ended
- * by a line break) stay inside the block, and whether it ended there. A line whose
- * indentation is not known yet, or that may still become a closing or continuing line, is
- * held back without ending the block.
+ * by a line break) stay inside the block, and whether it ended there. A dedented line
+ * still being written that may become a closing or continuing line (`el`, `en`) is held
+ * back without ending the block.
  */
 export function blockEnd(lines: readonly string[], complete: number, ctx: BlockContext): BlockEnd {
   const scanner = new BracketScanner(syntaxOf(ctx.languageId));
@@ -213,7 +222,9 @@ export function blockEnd(lines: readonly string[], complete: number, ctx: BlockC
     }
     if (scan.depth < refDepth) return { keep: keepsClosing(line) ? i + 1 : i, ended };
     if (indent >= limit || scan.min < refDepth) continue;
-    if (!ended) return { keep: i, ended: false };
+    // A dedented line still being written ends the block at once unless it may still
+    // become `else:` or `end` (then it waits): more of it is not in the block.
+    if (!ended) return { keep: i, ended: !mayContinue(line) };
     if (CONTINUATION.test(line) && lines[i - 1].trim() !== '') continue;
     if (CLOSER.test(line)) return { keep: keepsClosing(line) ? i + 1 : i, ended: true };
     return { keep: i, ended: true };

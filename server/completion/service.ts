@@ -113,7 +113,9 @@ export class CompletionService {
     const cached = this.cache.get(base, before);
     if (cached !== undefined) {
       this.current?.cancel('superseded');
-      const result = postprocess(cached, ppInput);
+      // Shaped when it was computed: the rest of a block accepted in part is still that block,
+      // though the lines left would not open one where the cursor is now.
+      const result: PostprocessResult = { text: cached, final: true };
       this.record({ ...emptyStats('cache'), promptTokens: layout.ids.length, reusedTokens: layout.ids.length, totalMs: Date.now() - t0 });
       const list = item(result);
       this.explain('cache', layout.heal, cached, result, list);

@@ -54,6 +54,9 @@ test('Python: the block ends at the first line indented below it; else/except go
   assert.deepEqual(pp('\n        y = 1\n    else:\n        y = 2\n    z = 3\n', input), { text: '\n        y = 1\n    else:\n        y = 2', final: true });
   // The dedented line may still be growing into `else`: held back, generation goes on.
   assert.deepEqual(pp('\n        y = 1\n    el', input), { text: '\n        y = 1', final: false });
+  // One that cannot (k3-mini's `def __init__(self, x, x, x, …` after a method body) ends it at once.
+  const method = { languageId: 'python', linePrefix: '    def __init__(self, x, y):', nextLines: [] };
+  assert.deepEqual(pp('\n        return x\n\n    def __init__(self, x, x, x', method), { text: '\n        return x', final: true });
   // A docstring's lines are not judged by their indentation.
   const doc = { languageId: 'python', linePrefix: 'def f():', nextLines: [] };
   assert.deepEqual(pp('\n    """Sum.\n\nNot indented, still the docstring.\n    """\n    return 1\nprint(f())\n', doc), {

@@ -86,7 +86,7 @@ test('multi-line: up to maxLines, indentation as generated, stopping before a co
   // maxLines counts the lines the user sees: not the empty rest of the cursor's line.
   assert.deepEqual(pp('\n  a\n    b\n      c\n        d\n', { ...input, maxLines: 3 }), { text: '\n  a\n    b\n      c', final: true });
   // A partial line that may still become the next line waits.
-  assert.deepEqual(pp('\n    x = 1\ndef', input), { text: '\n    x = 1', final: false });
+  assert.deepEqual(pp('\n    x = 1\n    ret', { ...input, nextLines: ['    return x'] }), { text: '\n    x = 1', final: false });
 });
 
 test('a completion that only retypes the line below is dropped', () => {

@@ -146,15 +146,25 @@ function indentOf(line: string): number {
   return /^[ \t]*/.exec(line)![0].length;
 }
 
-/** True when `line` ends, outside strings and comments, with what opens a block. */
-export function opensBlock(languageId: string, line: string): boolean {
+/** What opens a block at the end of a line: a bracket, a Python header's `:`, an arrow, or
+ * a `then`/`do` (whose block ends with a keyword). */
+type Opener = 'bracket' | 'colon' | 'arrow' | 'keyword';
+
+/** What `line` ends with, outside strings and comments, that opens a block (if anything). */
+function openerAtEnd(languageId: string, line: string): Opener | undefined {
   const scan = new BracketScanner(syntaxOf(languageId)).line(line);
   const code = line.slice(0, scan.codeEnd);
   // A line that ends inside a string, or with one, opens nothing.
-  if (!lineCommentFollows(languageId, line, scan.codeEnd)) return false;
-  if (/[{([]$/.test(code) || code.endsWith('=>')) return true;
-  if (languageId === 'python' && code.endsWith(':') && PYTHON_HEADER.test(code)) return true;
-  return THEN_DO.has(languageId) && /\b(?:then|do)(?:\s*\|[^|]*\|)?$/.test(code);
+  if (!lineCommentFollows(languageId, line, scan.codeEnd)) return undefined;
+  if (/[{([]$/.test(code)) return 'bracket';
+  if (code.endsWith('=>')) return 'arrow';
+  if (languageId === 'python' && code.endsWith(':') && PYTHON_HEADER.test(code)) return 'colon';
+  return THEN_DO.has(languageId) && /\b(?:then|do)(?:\s*\|[^|]*\|)?$/.test(code) ? 'keyword' : undefined;
+}
+
+/** True when `line` ends, outside strings and comments, with what opens a block. */
+export function opensBlock(languageId: string, line: string): boolean {
+  return openerAtEnd(languageId, line) !== undefined;
 }
 
 /** True when what follows the code on `line` is only a line comment (the line's code is whole). */
@@ -184,6 +194,15 @@ export function blockEnd(lines: readonly string[], complete: number, ctx: BlockC
   // At an empty line the block is the one the cursor stands in: the first line written sets
   // its indentation. After code, it is the block that line opens.
   const refDepth = emptyLine ? 0 : firstScan.depth;
+  const opener = emptyLine ? undefined : openerAtEnd(ctx.languageId, ctx.linePrefix);
+  if (opener !== undefined) {
+    // The block the cursor's line opened may end on that line: its bracket closed there
+    // (`{ return 1; }`), or a one-line body after `:` or `=>` (`def f(): return 1`).
+    const prefixDepth = new BracketScanner(syntaxOf(ctx.languageId)).line(ctx.linePrefix).depth;
+    const closed = firstScan.depth < prefixDepth;
+    const oneLineBody = (opener === 'colon' || opener === 'arrow') && lines[0].trim() !== '' && firstScan.depth === prefixDepth;
+    if (closed || oneLineBody) return { keep: 1, ended: complete >= 1 };
+  }
   let refIndent: number | undefined = emptyLine ? (first.trim() !== '' ? indentOf(first) : undefined) : indentOf(first);
   let opened = !emptyLine && (firstScan.depth > 0 || opensBlock(ctx.languageId, first));
   let limit = refIndent === undefined ? 0 : refIndent + (opened ? 1 : 0);

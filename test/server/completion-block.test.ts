@@ -80,6 +80,18 @@ test('braces: after `{` the block ends at its matching `}`, kept when the docume
   assert.deepEqual(ifElse, { text: '\n  if (r < 0) {\n    return 0;\n  } else {\n    return r;\n  }\n}', final: true });
 });
 
+test("a block the cursor's line opened may end on that line", () => {
+  const ts = { languageId: 'typescript', linePrefix: 'function f() {', nextLines: [] };
+  assert.deepEqual(pp(' return 1; }\nfunction g() {}\n', ts), { text: ' return 1; }', final: true });
+  // Its first statement on that line, its `}` below: the block goes on to the `}`.
+  assert.deepEqual(pp(' return 1;\n}\nfoo();\n', ts), { text: ' return 1;\n}', final: true });
+  const py = { languageId: 'python', linePrefix: 'def f():', nextLines: [] };
+  assert.deepEqual(pp(' return 1\ndef g():\n', py), { text: ' return 1', final: true });
+  const arrow = { languageId: 'typescript', linePrefix: 'const double = (x: number) =>', nextLines: [] };
+  assert.deepEqual(pp(' x * 2;\nconst y = 1;\n', arrow), { text: ' x * 2;', final: true });
+  assert.deepEqual(pp(' {\n  return x * 2;\n};\nconst y = 1;\n', arrow), { text: ' {\n  return x * 2;\n};', final: true });
+});
+
 test('braces: a block opened by `{` inside a call ends at the line that closes it', () => {
   const input = { languageId: 'javascript', linePrefix: 'app.get("/", (req, res) => {', nextLines: [] };
   assert.deepEqual(pp('\n  res.send("ok");\n});\n\napp.listen(3000);\n', input), { text: '\n  res.send("ok");\n});', final: true });

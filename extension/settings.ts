@@ -82,7 +82,8 @@ function bool(v: unknown, fallback: boolean): boolean {
 }
 
 /** k3.completions.multiline: one of the modes; the boolean of earlier versions reads as
- * `always` (true) or `auto` (false: single-line then meant "as the server sees fit"). */
+ * `always` (true) or `auto` (false, the old default: auto keeps one line inside a line, and
+ * offers a block where the old one-line mode showed nothing). */
 function multilineMode(v: unknown): MultilineMode {
   if (v === 'auto' || v === 'always' || v === 'never') return v;
   if (v === true) return 'always';

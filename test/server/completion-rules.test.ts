@@ -10,6 +10,7 @@ import { ContextRing } from '../../server/completion/context';
 import { header, layoutPrompt, WINDOW_STEP } from '../../server/completion/layout';
 import { postprocess, type PostprocessInput } from '../../server/completion/postprocess';
 import { Tokenizer } from '../../server/engine/tokenizer';
+import { DEFAULT_SETTINGS, mergeSettings } from '../../server/settings';
 import { addonFile, repoRoot } from '../support/paths';
 
 process.env.K3_ADDON ??= addonFile;
@@ -133,4 +134,14 @@ test('extra context changes only at a quiet moment, never between two keystrokes
   ring.opened('file:///w/c.ts');
   assert.deepEqual(ring.snapshot('file:///w/a.ts', 1100).map((c) => c.path), ['b.ts'], 'typing on: unchanged');
   assert.deepEqual(ring.snapshot('file:///w/a.ts', 5000).map((c) => c.path), ['b.ts', 'c.ts'], 'after a pause: c.ts joins at the end');
+});
+
+test('the server reads completions.multiline as a mode; the boolean of earlier clients as always (true) or auto (false)', () => {
+  const mode = (v: unknown) => mergeSettings(DEFAULT_SETTINGS, { completions: { multiline: v } }).completions.multiline;
+  assert.equal(DEFAULT_SETTINGS.completions.multiline, 'auto');
+  assert.equal(mode('never'), 'never');
+  assert.equal(mode('always'), 'always');
+  assert.equal(mode(true), 'always');
+  assert.equal(mode(false), 'auto');
+  assert.equal(mode('sometimes'), 'auto', 'anything else keeps the default');
 });

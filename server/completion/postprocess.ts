@@ -74,6 +74,13 @@ export function postprocess(raw: string, input: PostprocessInput): PostprocessRe
   const complete = lines.length - 1; // lines ended by a line break
   const suffix = input.lineSuffix.trim();
 
+  if (suffix !== '' && input.multiline !== 'never' && closesOpenerAtCursor(input.linePrefix, suffix)) {
+    // `{|}` (VS Code closed the `{`): a body that starts on a new line goes between the two,
+    // and the closer after the cursor ends the block. A first line with code is one line.
+    if (complete === 0 && lines[0].trim() === '') return { text: '', final: false };
+    if (lines[0].trim() === '') return blockBetween(lines, complete, input);
+  }
+
   if (suffix !== '') {
     let line = lines[0];
     const final = complete >= 1;
@@ -92,6 +99,12 @@ export function postprocess(raw: string, input: PostprocessInput): PostprocessRe
     return finish(['', lines[1]], complete >= 2, input);
   }
 
+  return severalLines(lines, complete, input);
+}
+
+/** Up to the end of the block (block.ts), at most maxLines lines, stopping before a copy of
+ * the next non-blank line of the document. */
+function severalLines(lines: string[], complete: number, input: PostprocessInput): PostprocessResult {
   // `filter: false` (measurements, a random-weight model's raw output) keeps every line.
   const block = input.filter === false ? { keep: lines.length, ended: false } : blockEnd(lines, complete, input);
   const next = nextContentLine(input.nextLines);
@@ -109,4 +122,25 @@ export function postprocess(raw: string, input: PostprocessInput): PostprocessRe
     if (kept.length >= maxKept && ended) return finish(kept, true, input);
   }
   return finish(kept, block.ended, input);
+}
+
+const PAIRS: Record<string, string> = { '{': '}', '(': ')', '[': ']' };
+
+/** True when the cursor stands between an opener and its closer: the line before it ends
+ * with `{`, `(` or `[`, and the text after it is that closer and only closers, `;` or `,`. */
+function closesOpenerAtCursor(linePrefix: string, suffix: string): boolean {
+  const opener = linePrefix.trimEnd().slice(-1);
+  return PAIRS[opener] !== undefined && suffix.startsWith(PAIRS[opener]) && /^[)\]}]+[;,]*$/.test(suffix);
+}
+
+/** A block between an opener and the closer after the cursor: shaped as several lines with
+ * the text after the cursor as the next line (so the model's own closing line is a copy and
+ * goes), then a line break and the opener line's indentation, which put that closer on its
+ * own line below the block. */
+function blockBetween(lines: string[], complete: number, input: PostprocessInput): PostprocessResult {
+  const inner: PostprocessInput = { ...input, lineSuffix: '', nextLines: [input.lineSuffix, ...input.nextLines] };
+  const result = severalLines(lines, complete, inner);
+  if (result.text === '') return result;
+  const indent = /^[ \t]*/.exec(input.linePrefix)![0];
+  return { ...result, text: `${result.text}\n${indent}` };
 }

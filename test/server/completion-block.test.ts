@@ -92,6 +92,23 @@ test("a block the cursor's line opened may end on that line", () => {
   assert.deepEqual(pp(' {\n  return x * 2;\n};\nconst y = 1;\n', arrow), { text: ' {\n  return x * 2;\n};', final: true });
 });
 
+test('between `{` and the `}` VS Code closed it with: the body on its own lines, the `}` below it', () => {
+  const input = { languageId: 'typescript', linePrefix: '  if (x) {', lineSuffix: '}', nextLines: [] };
+  // The model writes its own `}` (the text after the cursor has it): it goes, and the
+  // completion ends with a line break and the `if`'s indentation, which move the `}` down.
+  assert.deepEqual(pp('\n    y();\n  }\n\nfoo();\n', input), { text: '\n    y();\n  ', final: true });
+  // A model that fills in the middle stops by itself before the `}`.
+  assert.deepEqual(pp('\n    y();\n', input), { text: '\n    y();\n  ', final: false });
+  // Nothing written yet: nothing to show, more to come.
+  assert.deepEqual(pp('', input), { text: '', final: false });
+  // A first line with code stays one line.
+  assert.deepEqual(pp(' y(); }\nfoo();\n', input), { text: ' y();', final: true });
+  // `never`: one line, and a line break first is no line.
+  assert.deepEqual(pp('\n    y();\n  }\n', { ...input, multiline: 'never' }), { text: '', final: true });
+  const call = { languageId: 'typescript', linePrefix: 'foo(', lineSuffix: ');', nextLines: [] };
+  assert.deepEqual(pp('\n  a,\n  b\n);\n', call), { text: '\n  a,\n  b\n', final: true });
+});
+
 test('braces: a block opened by `{` inside a call ends at the line that closes it', () => {
   const input = { languageId: 'javascript', linePrefix: 'app.get("/", (req, res) => {', nextLines: [] };
   assert.deepEqual(pp('\n  res.send("ok");\n});\n\napp.listen(3000);\n', input), { text: '\n  res.send("ok");\n});', final: true });

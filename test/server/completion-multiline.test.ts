@@ -2,8 +2,9 @@
 // through the language server, with the settings the extension sends by default
 // (`multiline: auto`): at the end of `def circumference(r):` there is a suggestion (issue
 // 34's reproduction: a line break and the body, which the client used to drop); a method's
-// body stays inside the method and a function's after `{` ends at its `}`, and generation
-// stops there, not at the token limit; `never` gives the next line only; a suggestion
+// body stays inside the method and a function's after `{` ends at its `}` (and between `{`
+// and an auto-closed `}` goes on lines of its own), and generation stops there, not at the
+// token limit; `never` gives the next line only; a suggestion
 // accepted a line at a time is served from the cache. Properties, not strings: they hold
 // for any weights worth shipping.
 import assert from 'node:assert/strict';
@@ -70,6 +71,22 @@ test('after `{` the suggestion ends at the matching `}`, and generation with it'
   assert.equal(lines[lines.length - 1], '}', 'the last line closes the function at its indentation');
   for (const l of lines.slice(1, -1)) if (l.trim() !== '') assert.ok(indentOf(l) > 0, `inside the function: ${JSON.stringify(l)}`);
   assert.ok((stats?.generatedTokens ?? MAX_TOKENS) < MAX_TOKENS);
+});
+
+test('between `{` and the `}` VS Code closed it with, the body goes on its own lines and the `}` below it', { timeout: TEST_TIMEOUT_MS }, async (t) => {
+  const line = 'export function isEmpty(s: string): boolean {';
+  const uri = `file:///w/m${docs++}.ts`;
+  await server.open(uri, 'typescript', `${line}}\n`);
+  const list = await server.complete(uri, 0, line.length);
+  const s: StatusResult = await server.connection.sendRequest(StatusRequest.type);
+  const item = list?.items[0];
+  t.diagnostic(`answer ${JSON.stringify(item)}; ${s.lastCompletion?.generatedTokens} tokens`);
+  assert.ok(item);
+  const text = String(item.insertText);
+  assert.match(text, /^\n[ \t]+\S[^]*\n$/, 'a line break, the indented body, a line break before the `}`');
+  assert.ok(!text.includes('}'), 'the model\'s own `}` is not added to the one in the document');
+  assert.deepEqual(item.range?.start, item.range?.end, 'inserted at the cursor: the `}` stays');
+  assert.ok((s.lastCompletion?.generatedTokens ?? MAX_TOKENS) < MAX_TOKENS);
 });
 
 test('with multiline `never` the end of `def f():` gets the next line only', { timeout: TEST_TIMEOUT_MS }, async () => {

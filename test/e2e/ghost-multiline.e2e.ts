@@ -2,7 +2,9 @@
 // k3-mini with the default settings (`k3.completions.multiline: auto`): typing
 // `def circumference(r):` at the end of a Python file shows the body below it (issue 34's
 // reproduction: before, nothing appeared there), and Tab inserts it, checked against what the
-// installed extension's server answers for the same document. After a line ending in `{`
+// installed extension's server answers for the same document; typing a line that ends in
+// `{`, which VS Code closes with `}`, shows the body between them and Tab puts the `}` on a
+// line below it. After a line ending in `{`
 // (a scripted model behind the remote backend, through the same language server) the
 // suggestion ends with the `}` at the function's indentation although the model wrote on,
 // Ctrl+Down accepts one line of it at a time while the rest stays on screen, served from the
@@ -17,6 +19,7 @@ import { ghostLines, installedExtension, waitForGhost, outputLog, startSession, 
 
 const CIRCLE = 'import math\n\n\ndef area(r):\n    return math.pi * r * r\n\n\n';
 const ADD = 'export function add(a: number, b: number): number {';
+const IS_EMPTY = 'export function isEmpty(s: string): boolean {';
 /** What the scripted model writes after ADD, in pieces as a server streams them. */
 const WRITTEN = ['\n  const sum', ' = a + b;\n', '  return sum;\n', '}\n', '\nexport function sub(a: number, b: number) {\n', '  return a - b;\n}\n'];
 /** The block the suggestion shows: up to the `}` that closes ADD. */
@@ -35,8 +38,9 @@ after(async () => {
   await s?.close();
 });
 
-/** What the installed extension's server answers at the end of `text`, with the settings the extension sends by default. */
-async function serverAnswer(file: string, languageId: string, text: string): Promise<string> {
+/** What the installed extension's server answers for `text` with the cursor at (line,
+ * character), its end by default, with the settings the extension sends by default. */
+async function serverAnswer(file: string, languageId: string, text: string, at?: { line: number; character: number }): Promise<string> {
   const server = await startServer(
     { modelPath: path.join(installedExtension(), 'media/models/k3-mini'), settings: { completions: { multiline: 'auto', maxLines: 8 } } },
     { workspaceFolder: s.workspace, bundle: path.join(installedExtension(), 'dist/server.js') },
@@ -46,7 +50,9 @@ async function serverAnswer(file: string, languageId: string, text: string): Pro
     const uri = pathToFileURL(path.join(s.workspace, file)).href;
     await server.open(uri, languageId, text);
     const lines = text.split('\n');
-    const answer = await server.complete(uri, lines.length - 1, lines[lines.length - 1].length);
+    const { line, character } = at ?? { line: lines.length - 1, character: lines[lines.length - 1].length };
+    const answer = await server.complete(uri, line, character);
+    assert.deepEqual(answer?.items[0]?.range?.start, answer?.items[0]?.range?.end, 'an insertion at the cursor');
     assert.equal(answer?.items.length, 1, `the server offers one completion: ${JSON.stringify(answer)}`);
     return String(answer!.items[0].insertText);
   } finally {
@@ -83,6 +89,24 @@ test('typing `def circumference(r):` at the end of a Python file shows the body 
     assert.match(expected, /^\n[ \t]+\S/, 'the engine answers a line break and the indented body');
     assert.deepEqual(flat(shown), flat(expected.split('\n')), 'the ghost text is the engine completion, every line');
     await waitForFile(path.join(s.workspace, 'circle.py'), (text) => text === typed + expected, 30_000);
+  });
+});
+
+test('typing a line that ends in `{` (VS Code adds the `}`) shows the body between them, and Tab puts the `}` below it', async () => {
+  await session('src/empty.ts', '');
+  await step(s, 'ghost-braces', async () => {
+    await waitForStatus(s, /^K3: Ready/, 120_000);
+    await openFile('empty.ts');
+    await s.page.keyboard.type(IS_EMPTY, { delay: 60 });
+    const shown = await ghostLines(s, 90_000);
+    await s.screenshot('docs-ghost-braces');
+    await s.page.keyboard.press('Tab');
+    await s.page.keyboard.press('Control+S');
+    const expected = await serverAnswer('src/empty.ts', 'typescript', `${IS_EMPTY}}`, { line: 0, character: IS_EMPTY.length });
+    assert.match(expected, /^\n[ \t]+\S[^]*\n$/, 'the engine answers the body on lines of its own, then a line break');
+    // Drawn: the body's lines, then the `}` the editor already had, on the last line.
+    assert.deepEqual(flat(shown), flat(`${expected}}`.split('\n')), 'the ghost text is the engine completion, the `}` below it');
+    await waitForFile(path.join(s.workspace, 'src/empty.ts'), (text) => text === `${IS_EMPTY}${expected}}`, 30_000);
   });
 });
 

@@ -1,10 +1,12 @@
 // completions.ts - the ghost-text policy in front of the LSP inline-completion feature (a
 // vscode-languageclient middleware): ask only after typing (not after cursor moves), wait an
 // adaptive debounce, cancel the previous request, respect the per-language and on/off
-// settings, cut to one line unless multi-line is on, and report while the engine is
-// thinking. It does not build prompts or cache results; the server does.
+// settings, and report while the engine is thinking. It passes on what the server offers
+// as it is: the server shapes the text (one line, the next line, or a block, by
+// k3.completions.multiline: server/completion/postprocess.ts), builds prompts and caches
+// results.
 import type * as vscode from 'vscode';
-import { AdaptiveDebounce, type EditInfo, firstLine, LatestOnly, TypingTracker, cancellableWait } from './debounce';
+import { AdaptiveDebounce, type EditInfo, LatestOnly, TypingTracker, cancellableWait } from './debounce';
 import type { CompletionSettings } from './settings';
 
 /** vscode.InlineCompletionTriggerKind.Invoke: the user asked (Alt+\). Enum values are API. */
@@ -81,22 +83,9 @@ export class CompletionPolicy {
         this.host.thinking(false);
       }
       if (request.token.isCancellationRequested || !result) return null;
-      return settings.multiline ? result : toSingleLine(result);
+      return result;
     } finally {
       this.latest.end(request);
     }
   }
-}
-
-/** Cuts every plain-text item to its first line and drops the ones left empty. */
-export function toSingleLine<T extends vscode.InlineCompletionItem[] | vscode.InlineCompletionList>(result: T): T {
-  const items = Array.isArray(result) ? result : result.items;
-  const kept = items.filter((item) => {
-    if (typeof item.insertText !== 'string') return true;
-    item.insertText = firstLine(item.insertText);
-    return item.insertText.trim() !== '';
-  });
-  if (Array.isArray(result)) return kept as T;
-  result.items = kept;
-  return result;
 }

@@ -204,9 +204,3 @@ export class TypingTracker {
 function before(a: Pos, b: Pos): boolean {
   return a.line < b.line || (a.line === b.line && a.character < b.character);
 }
-
-/** Single-line mode: the completion up to its first line break; empty when it starts with one. */
-export function firstLine(text: string): string {
-  const nl = text.search(/\r?\n/);
-  return nl < 0 ? text : text.slice(0, nl);
-}

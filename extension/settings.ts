@@ -4,15 +4,17 @@
 // It takes the configuration as an argument and imports `vscode` only for types, so it runs
 // in unit tests; it does not watch for changes (ctx.ts does).
 import type * as vscode from 'vscode';
-import type { SettingsSection } from '../protocol/lsp';
+import type { MultilineMode, SettingsSection } from '../protocol/lsp';
 
 export interface CompletionSettings {
   /** Ghost text while typing; when false only the manual trigger asks. */
   enabled: boolean;
   /** Language ids where ghost text never appears on its own. */
   disabledLanguages: string[];
-  /** Completions of several lines; false cuts them at the end of the line. */
-  multiline: boolean;
+  /** When completions may run over several lines (the server shapes them). */
+  multiline: MultilineMode;
+  /** Most lines of a multi-line completion. */
+  maxLines: number;
   /** Fixed debounce in milliseconds, or null for the adaptive one. */
   debounceMs: number | null;
 }
@@ -65,6 +67,10 @@ export const DEFAULT_REMOTE_TIMEOUT_MS = 60_000;
 export const DEFAULT_CHAT_MAX_TOKENS = 4096;
 const CHAT_MAX_TOKENS_RANGE = [16, 131_072] as const;
 
+/** k3.completions.maxLines's default and bounds (package.json says the same). */
+export const DEFAULT_MAX_LINES = 8;
+const MAX_LINES_RANGE = [1, 100] as const;
+
 const DEFAULT_DISABLED_LANGUAGES = ['plaintext', 'markdown', 'scminput'];
 
 function str(v: unknown, fallback: string): string {
@@ -73,6 +79,15 @@ function str(v: unknown, fallback: string): string {
 
 function bool(v: unknown, fallback: boolean): boolean {
   return typeof v === 'boolean' ? v : fallback;
+}
+
+/** k3.completions.multiline: one of the modes; the boolean of earlier versions reads as
+ * `always` (true) or `auto` (false, the old default: auto keeps one line inside a line, and
+ * offers a block where the old one-line mode showed nothing). */
+function multilineMode(v: unknown): MultilineMode {
+  if (v === 'auto' || v === 'always' || v === 'never') return v;
+  if (v === true) return 'always';
+  return 'auto';
 }
 
 /** A setting's value; in an untrusted workspace, the user's own (workspace layers ignored). */
@@ -104,6 +119,7 @@ export function readSettings(config: ConfigurationSource, workspaceTrusted: bool
   const preset = config.inspect<unknown>('preset');
   const languages = config.get<unknown>('completions.disabledLanguages');
   const debounce = config.get<unknown>('completions.debounceMs');
+  const maxLines = config.get<unknown>('completions.maxLines');
   const backend = trustedValue(config, 'backend', workspaceTrusted);
   const endpoint = trustedValue(config, 'remote.endpoint', workspaceTrusted);
   const timeout = config.get<unknown>('remote.timeoutMs');
@@ -126,7 +142,11 @@ export function readSettings(config: ConfigurationSource, workspaceTrusted: bool
       disabledLanguages: Array.isArray(languages)
         ? languages.filter((l): l is string => typeof l === 'string')
         : DEFAULT_DISABLED_LANGUAGES,
-      multiline: bool(config.get<unknown>('completions.multiline'), false),
+      multiline: multilineMode(config.get<unknown>('completions.multiline')),
+      maxLines:
+        typeof maxLines === 'number' && Number.isFinite(maxLines)
+          ? Math.min(MAX_LINES_RANGE[1], Math.max(MAX_LINES_RANGE[0], Math.round(maxLines)))
+          : DEFAULT_MAX_LINES,
       debounceMs:
         typeof debounce === 'number' && Number.isFinite(debounce) ? Math.min(10000, Math.max(0, Math.round(debounce))) : null,
     },
@@ -141,5 +161,6 @@ export function readSettings(config: ConfigurationSource, workspaceTrusted: bool
 
 /** The part of the settings the server uses, in its shape (initializationOptions.settings). */
 export function serverSection(settings: Settings): SettingsSection {
-  return { completions: { multiline: settings.completions.multiline }, chat: { maxTokens: settings.chat.maxTokens } };
+  const { multiline, maxLines } = settings.completions;
+  return { completions: { multiline, maxLines }, chat: { maxTokens: settings.chat.maxTokens } };
 }

@@ -48,9 +48,14 @@ export interface RemoteOptions {
   timeoutMs?: number;
 }
 
+/** When a completion may run over several lines (`k3.completions.multiline`): `auto` at an
+ * empty line and after a block opener, `always` wherever nothing follows the cursor on its
+ * line, `never` the cursor's line only (or the next line, when the cursor's is complete). */
+export type MultilineMode = 'auto' | 'always' | 'never';
+
 export interface CompletionSettings {
-  /** Several lines; false (default) completes the current line only. */
-  multiline: boolean;
+  /** Several lines (default `auto`; docs/PROMPTS.md, "Post-processing"). */
+  multiline: MultilineMode;
   /** Most lines of a multi-line completion (default 8). */
   maxLines: number;
   /** Most tokens generated per completion (default 128). */

@@ -3,11 +3,11 @@
 // into checked values. A value of the wrong type or out of range keeps the default; keys the
 // server does not use (ghost-text policy, debounce) are ignored.
 import * as os from 'node:os';
-import type { ServerSettings, SettingsSection } from '../protocol/lsp';
+import type { MultilineMode, ServerSettings, SettingsSection } from '../protocol/lsp';
 
 export const DEFAULT_SETTINGS: ServerSettings = {
   completions: {
-    multiline: false,
+    multiline: 'auto',
     maxLines: 8,
     maxTokens: 128,
     maxPromptTokens: 2048,
@@ -30,6 +30,13 @@ function bool(v: unknown, fallback: boolean): boolean {
   return typeof v === 'boolean' ? v : fallback;
 }
 
+/** A multi-line mode; the boolean of earlier clients reads as `always` (true) or `auto` (false). */
+function multiline(v: unknown, fallback: MultilineMode): MultilineMode {
+  if (v === 'auto' || v === 'always' || v === 'never') return v;
+  if (typeof v === 'boolean') return v ? 'always' : 'auto';
+  return fallback;
+}
+
 function section(v: unknown): Record<string, unknown> {
   return v !== null && typeof v === 'object' ? (v as Record<string, unknown>) : {};
 }
@@ -44,7 +51,7 @@ export function mergeSettings(base: ServerSettings, input: SettingsSection | unk
   const b = base;
   return {
     completions: {
-      multiline: bool(c.multiline, b.completions.multiline),
+      multiline: multiline(c.multiline, b.completions.multiline),
       maxLines: num(c.maxLines, b.completions.maxLines, 1, 100_000),
       maxTokens: num(c.maxTokens, b.completions.maxTokens, 1, 100_000),
       maxPromptTokens: num(c.maxPromptTokens, b.completions.maxPromptTokens, 64, 1_000_000),

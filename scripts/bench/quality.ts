@@ -221,7 +221,9 @@ async function run(): Promise<void> {
   const byCursor: Array<{ config: string; cursor: Cursor; exact: boolean; similarity: number }> = [];
   const samples: Array<{ set: string; file: string; cursor: string; target: string } & Record<string, string>> = [];
   for (const config of chosen) {
-    const settings = { engine: { threads: 1 }, completions: { ...CONFIGS[config], ...(MAX_PROMPT ? { maxPromptTokens: MAX_PROMPT } : {}) } };
+    // Every case is scored against the rest of one real line: one-line completions.
+    const completions = { ...CONFIGS[config], multiline: 'never' as const, ...(MAX_PROMPT ? { maxPromptTokens: MAX_PROMPT } : {}) };
+    const settings = { engine: { threads: 1 }, completions };
     const server = await startServer({ modelPath: MODEL, settings });
     await waitReady(server);
     let n = 0;

@@ -67,10 +67,17 @@ const LINE_ABOVE_MIN_CHARS = 10;
 const NON_ASCII_MIN_SHARE = 0.3;
 const NON_ASCII_MIN_CHARS = 8;
 
+// A number whose fraction repeats one digit other than 0 seven times (`0.5777777777`): what a
+// model that lost its way writes, where a developer writes `0.58` (trailing zeros pad).
+const NUMERIC_LOOP = /(\d\.\d*?)([1-9])\2{6,}/;
+
 /** The start of the first repetition loop in a line, or -1. A unit of one repeated
- * character (`-----`, `0000`, spaces) is a rule or a literal, not a loop. */
+ * character (`-----`, `0000`, spaces) is a rule or a literal, not a loop, except a digit
+ * repeating in a number's fraction (NUMERIC_LOOP), where the loop starts at the repeat. */
 export function loopStart(line: string): number {
   let best = -1;
+  const numeric = NUMERIC_LOOP.exec(line);
+  if (numeric) best = numeric.index + numeric[1].length;
   for (const re of [SHORT_LOOP, LONG_LOOP]) {
     const m = re.exec(line);
     if (!m) continue;

@@ -111,15 +111,23 @@ const BLOCK_COMMENT: Record<string, [string, string]> = {
   json: ['//', ''],
 };
 
+/** The marker that starts a comment running to the end of the line in a language, or
+ * undefined for a language that has none (HTML, XML, Markdown, CSS). */
+export function lineComment(languageId: string): string | undefined {
+  const block = BLOCK_COMMENT[languageId];
+  if (block) return block[1] ? undefined : block[0];
+  if (HASH_COMMENT.has(languageId)) return '#';
+  if (DASH_COMMENT.has(languageId)) return '--';
+  if (PERCENT_COMMENT.has(languageId)) return '%';
+  if (languageId === 'clojure' || languageId === 'lisp' || languageId === 'scheme') return ';;';
+  return '//';
+}
+
 /** The header line naming a file, as a comment of its language. */
 export function header(path: string, languageId: string): string {
   const block = BLOCK_COMMENT[languageId];
-  if (block) return block[1] ? `${block[0]} ${path} ${block[1]}\n` : `${block[0]} ${path}\n`;
-  if (HASH_COMMENT.has(languageId)) return `# ${path}\n`;
-  if (DASH_COMMENT.has(languageId)) return `-- ${path}\n`;
-  if (PERCENT_COMMENT.has(languageId)) return `% ${path}\n`;
-  if (languageId === 'clojure' || languageId === 'lisp' || languageId === 'scheme') return `;; ${path}\n`;
-  return `// ${path}\n`;
+  if (block && block[1]) return `${block[0]} ${path} ${block[1]}\n`;
+  return `${lineComment(languageId)} ${path}\n`;
 }
 
 /** A context chunk's prompt text. */

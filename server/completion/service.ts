@@ -113,6 +113,7 @@ export class CompletionService {
       linePrefix: layout.linePrefix,
       lineSuffix: layout.lineSuffix,
       nextLines: layout.nextLines,
+      languageId: doc.languageId,
       multiline: settings.multiline,
       maxLines: settings.maxLines,
       lineAbove: [...fileLines].reverse().find((l) => l.trim() !== '') ?? '',
@@ -120,10 +121,13 @@ export class CompletionService {
       asciiFile: nonAsciiShare(layout.fileText + layout.nextLines.join('\n')) < ASCII_FILE_SHARE,
       filter: settings.filter,
     };
+    // The cache's key: all the completion depends on but the text before the cursor, which
+    // entries remember, so a suggestion accepted in part serves its rest (cache.ts).
     const base = crypto
       .createHash('sha1')
-      .update(JSON.stringify([backend.fingerprint, layout.chunkKeys, this.ctx.ring.id, layout.fileText, layout.lineSuffix, layout.nextLines, settings]))
+      .update(JSON.stringify([backend.fingerprint, layout.chunkKeys, this.ctx.ring.id, layout.lineSuffix, layout.nextLines, settings]))
       .digest('hex');
+    const before = layout.fileText + layout.linePrefix;
     // What is shown: the post-processed text, merged with closers after the cursor, at the
     // cursor (clamped to the end of its line, as LSP says).
     const item = (result: PostprocessResult): InlineCompletionList => {
@@ -133,10 +137,12 @@ export class CompletionService {
       return { items: [{ insertText: m.insertText, range: { start: at, end } }] };
     };
 
-    const cached = this.cache.get(base, layout.linePrefix);
+    const cached = this.cache.get(base, before);
     if (cached !== undefined) {
       this.current?.cancel('superseded');
-      const result = postprocess(cached, ppInput);
+      // Shaped when it was computed: the rest of a block accepted in part is still that block,
+      // though the lines left would not open one where the cursor is now.
+      const result: PostprocessResult = { text: cached, final: true };
       this.record({ ...emptyStats('cache'), promptTokens: layout.ids.length, reusedTokens: layout.ids.length, totalMs: Date.now() - t0 });
       const list = item(result);
       this.explain('cache', layout.heal, cached, result, list);
@@ -174,7 +180,7 @@ export class CompletionService {
       if (result.note) stats.filtered = { rule: result.note.rule, action: result.note.action };
       this.record(stats);
       // Junk is not remembered: the next keystroke asks the model again.
-      if (result.text && !result.note) this.cache.put(base, layout.linePrefix, result.text);
+      if (result.text && !result.note) this.cache.put(base, before, result.text);
       const list = item(result);
       this.explain('engine', layout.heal, raw, result, list);
       return list;

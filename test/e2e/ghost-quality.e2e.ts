@@ -34,7 +34,7 @@ after(async () => {
 /** What the installed extension's server answers for `text` with the cursor at (line, character). */
 async function serverAnswer(file: string, text: string, line: number, character: number): Promise<{ item: InlineCompletionItem; stats?: CompletionStats }> {
   const server = await startServer(
-    { modelPath: path.join(installedExtension(), 'media/models/k3-mini'), settings: { completions: { multiline: false } } },
+    { modelPath: path.join(installedExtension(), 'media/models/k3-mini'), settings: { completions: { multiline: 'auto' } } },
     { workspaceFolder: s.workspace, bundle: path.join(installedExtension(), 'dist/server.js') },
   );
   try {

@@ -34,7 +34,7 @@ after(async () => {
 async function serverCompletion(workspace: string, text: string): Promise<string> {
   // The installed extension's own server bundle and addon, with the settings it sends.
   const server = await startServer(
-    { modelPath: path.join(installedExtension(), 'media/models/k3-mini'), settings: { completions: { multiline: false } } },
+    { modelPath: path.join(installedExtension(), 'media/models/k3-mini'), settings: { completions: { multiline: 'auto' } } },
     { workspaceFolder: workspace, bundle: path.join(installedExtension(), 'dist/server.js') },
   );
   try {

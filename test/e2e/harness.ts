@@ -3,7 +3,8 @@
 // with a private user-data folder, settings that keep the workbench quiet, and the
 // extensions folder that scripts/e2e/run.mjs installed the .vsix into; opens a workspace
 // in Debian's chromium through playwright-core; takes a screenshot under test-results/ when
-// a step fails; reads the ghost text the editor shows; and stops everything it started. It
+// a step fails; reads the ghost text the editor shows (one line or several) and the
+// extension's output log; and stops everything it started. It
 // waits on DOM state, HTTP answers and file-system events, never on fixed sleeps. What the
 // workbench's selectors mean: shared/docs/vscode-e2e.md.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -274,6 +275,70 @@ export async function ghostText(session: Window, timeoutMs = 60_000): Promise<st
     { timeout: timeoutMs },
   );
   return (await handle.jsonValue()) as string;
+}
+
+/**
+ * Waits until the editor shows ghost text and returns its lines: the inline part on the
+ * cursor's line (empty when the suggestion starts with a line break), then each line of the
+ * view zone the workbench draws below it for a suggestion of several lines, non-breaking
+ * spaces as spaces.
+ */
+export async function ghostLines(session: Window, timeoutMs = 60_000): Promise<string[]> {
+  const handle = await session.page.waitForFunction(
+    () => {
+      const text = (el: Element) => (el.textContent ?? '').replace(/\u00a0/g, ' ');
+      const spans = document.querySelectorAll('.editor-instance .monaco-editor .view-line .ghost-text-decoration');
+      const inline = Array.from(spans, text).join('');
+      const zone = Array.from(document.querySelectorAll('.editor-instance .monaco-editor .view-zones .suggest-preview-text .view-line'), text);
+      return zone.length === 0 && inline.trim() === '' ? false : [inline, ...zone];
+    },
+    undefined,
+    { timeout: timeoutMs },
+  );
+  return (await handle.jsonValue()) as string[];
+}
+
+/** Waits until the ghost text's lines (as ghostLines reads them) satisfy `accept`; rejects
+ * after `timeoutMs` with the last lines seen. */
+export async function waitForGhost(session: Window, accept: (lines: string[]) => boolean, timeoutMs: number): Promise<string[]> {
+  const deadline = Date.now() + timeoutMs;
+  let last: string[] = [];
+  for (;;) {
+    last = await ghostLines(session, Math.max(1, deadline - Date.now())).catch(() => last);
+    if (accept(last)) return last;
+    if (Date.now() > deadline) throw new Error(`the ghost text did not become as expected within ${timeoutMs} ms; it shows ${JSON.stringify(last)}`);
+    // Each read is of the DOM as it is now; the workbench redraws on its own schedule.
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The lines the extension's K3 output channel has written so far (its log file in the
+ * workbench's logs folder; none before the channel's first line). */
+export function outputLog(session: Session): string[] {
+  const logs = path.join(path.dirname(session.workspace), 'data', 'logs');
+  const found: string[] = [];
+  const walk = (dir: string) => {
+    for (const e of fs.existsSync(dir) ? fs.readdirSync(dir, { withFileTypes: true }) : []) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.name === 'K3.log') found.push(p);
+    }
+  };
+  walk(logs);
+  // Complete lines only: the one being written may not have its end yet.
+  return found.flatMap((f) => fs.readFileSync(f, 'utf8').split('\n').slice(0, -1));
+}
+
+/** Waits until a line of the K3 output log satisfies `pred`, beyond the first `skip` lines. */
+export async function waitForLog(session: Session, pred: (line: string) => boolean, skip: number, timeoutMs: number): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const line = outputLog(session).slice(skip).find(pred);
+    if (line !== undefined) return line;
+    if (Date.now() > deadline) throw new Error(`no K3 log line as expected within ${timeoutMs} ms; the last: ${outputLog(session).slice(-5).join(' | ')}`);
+    // The log file is appended by the workbench; each read is the event waited on.
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 /**

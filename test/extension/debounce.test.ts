@@ -2,10 +2,10 @@
 // rhythm within its bounds, waits end early on cancellation, a new request cancels the one
 // before it, typing is told apart from cursor moves and undo, and the completion policy
 // (extension/completions.ts) calls the server only after typing, after the debounce, once,
-// and cuts results to one line unless multi-line is on.
+// and passes on what the server offers as it is.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { CompletionPolicy, toSingleLine } from '../../extension/completions';
+import { CompletionPolicy } from '../../extension/completions';
 import {
   AdaptiveDebounce,
   DEFAULT_DEBOUNCE,
@@ -14,7 +14,6 @@ import {
   TypingTracker,
   cancellableWait,
   endOfInsert,
-  firstLine,
 } from '../../extension/debounce';
 import type { CompletionSettings } from '../../extension/settings';
 
@@ -107,22 +106,13 @@ test('the typing tracker accepts only the spot just typed at, in the version typ
   assert.deepEqual(endOfInsert({ line: 1, character: 2 }, ''), { line: 1, character: 2 });
 });
 
-test('single-line mode keeps the first line and drops items left empty', () => {
-  assert.equal(firstLine('foo()\n  bar'), 'foo()');
-  assert.equal(firstLine('foo()\r\nbar'), 'foo()');
-  assert.equal(firstLine('\nbar'), '');
-  const items = [{ insertText: 'a + b;\nreturn' }, { insertText: '\n' }];
-  assert.deepEqual(toSingleLine(items as never), [{ insertText: 'a + b;' }]);
-  const list = { items: [{ insertText: 'x\ny' }] };
-  assert.deepEqual(toSingleLine(list as never), { items: [{ insertText: 'x' }] });
-});
-
 // ---- the policy itself, with fake documents and a fake LSP request --------------------------
 
 const settings = (over: Partial<CompletionSettings> = {}): CompletionSettings => ({
   enabled: true,
   disabledLanguages: ['markdown'],
-  multiline: false,
+  multiline: 'auto',
+  maxLines: 8,
   debounceMs: 0,
   ...over,
 });
@@ -157,11 +147,11 @@ function harness(over: Partial<CompletionSettings> = {}) {
   return { policy, events, type, ask, calls: () => calls };
 }
 
-test('the policy asks the server after typing, cut to one line, with a thinking state around the request', async () => {
+test('the policy asks the server after typing and passes its answer on, with a thinking state around the request', async () => {
   const h = harness();
   h.type(2, 1, 9, 'n');
   const result = await h.ask(2, 1, 10);
-  assert.deepEqual(result, [{ insertText: 'a + b;' }]);
+  assert.deepEqual(result, [{ insertText: 'a + b;\n}' }]);
   assert.equal(h.calls(), 1);
   assert.deepEqual(h.events, ['thinking', 'idle']);
 });
@@ -180,7 +170,7 @@ test('the policy never asks after a cursor move, when off, or in a disabled lang
   assert.equal(off.calls(), 1);
 });
 
-test('a request cancelled during the debounce never reaches the server, and multi-line keeps all lines', async () => {
+test('a request cancelled during the debounce never reaches the server', async () => {
   const h = harness({ debounceMs: 50 });
   h.type(2, 1, 9, 'n');
   const c = new LinkedCancellation();
@@ -196,7 +186,4 @@ test('a request cancelled during the debounce never reaches the server, and mult
   assert.notEqual(await second, null);
   assert.equal(h.calls(), 1);
 
-  const multi = harness({ multiline: true });
-  multi.type(2, 1, 9, 'n');
-  assert.deepEqual(await multi.ask(2, 1, 10), [{ insertText: 'a + b;\n}' }]);
 });

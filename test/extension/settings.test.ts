@@ -37,7 +37,7 @@ test('an empty configuration gives the documented defaults', () => {
     modelPathIgnored: false,
     preset: 'auto',
     presetExplicit: false,
-    completions: { enabled: true, disabledLanguages: ['plaintext', 'markdown', 'scminput'], multiline: false, debounceMs: null },
+    completions: { enabled: true, disabledLanguages: ['plaintext', 'markdown', 'scminput'], multiline: 'auto', maxLines: 8, debounceMs: null },
     chat: { maxTokens: 4096 },
   });
 });
@@ -50,6 +50,7 @@ test('values of the wrong type fall back to the defaults', () => {
       'completions.enabled': { global: 'yes' },
       'completions.disabledLanguages': { global: 'python' },
       'completions.multiline': { global: 1 },
+      'completions.maxLines': { global: 'many' },
       'completions.debounceMs': { global: 'fast' },
       'chat.maxTokens': { global: 'lots' },
     }),
@@ -60,7 +61,8 @@ test('values of the wrong type fall back to the defaults', () => {
   assert.equal(s.preset, 'auto');
   assert.equal(s.completions.enabled, true);
   assert.deepEqual(s.completions.disabledLanguages, ['plaintext', 'markdown', 'scminput']);
-  assert.equal(s.completions.multiline, false);
+  assert.equal(s.completions.multiline, 'auto');
+  assert.equal(s.completions.maxLines, 8);
   assert.equal(s.completions.debounceMs, null);
 });
 
@@ -71,23 +73,30 @@ test('set values are read, trimmed and clamped', () => {
       preset: { workspace: 'laptop' },
       'completions.enabled': { global: false },
       'completions.disabledLanguages': { global: ['python', 7, 'go'] },
-      'completions.multiline': { global: true },
+      'completions.multiline': { global: 'never' },
+      'completions.maxLines': { global: 500 },
       'completions.debounceMs': { global: 99999.4 },
       'chat.maxTokens': { global: 700.4 },
     }),
     true,
   );
   assert.equal(s.chat.maxTokens, 700);
-  assert.deepEqual(serverSection(s), { completions: { multiline: true }, chat: { maxTokens: 700 } }, 'k3.chat.maxTokens reaches the server');
+  assert.deepEqual(serverSection(s), { completions: { multiline: 'never', maxLines: 100 }, chat: { maxTokens: 700 } }, 'the completion shape and k3.chat.maxTokens reach the server');
   assert.equal(readSettings(config({ 'chat.maxTokens': { global: 3 } }), true).chat.maxTokens, 16);
   assert.equal(s.modelPath, '/models/k3');
   assert.equal(s.preset, 'laptop');
   assert.equal(s.presetExplicit, true);
   assert.equal(s.completions.enabled, false);
   assert.deepEqual(s.completions.disabledLanguages, ['python', 'go']);
-  assert.equal(s.completions.multiline, true);
+  assert.equal(s.completions.multiline, 'never');
   assert.equal(s.completions.debounceMs, 10000);
   assert.equal(readSettings(config({ 'completions.debounceMs': { global: -5 } }), true).completions.debounceMs, 0);
+});
+
+test('the boolean k3.completions.multiline of earlier versions reads as a mode: true always, false auto', () => {
+  assert.equal(readSettings(config({ 'completions.multiline': { global: true } }), true).completions.multiline, 'always');
+  assert.equal(readSettings(config({ 'completions.multiline': { global: false } }), true).completions.multiline, 'auto');
+  assert.equal(readSettings(config({ 'completions.multiline': { global: 'always' } }), true).completions.multiline, 'always');
 });
 
 test('a workspace model folder counts only in a trusted workspace', () => {

@@ -34,6 +34,16 @@ test('line-loop: a unit repeating in the line is cut where the loop starts, or d
   assert.equal(zeros.note?.action, 'dropped');
 });
 
+test('line-loop: a number whose fraction repeats one digit is cut where the repeat starts', () => {
+  const cut = filterJunk(['0.5777777777'], ctx({ linePrefix: 'ratio = ' }));
+  assert.deepEqual(cut.lines, ['0.5']);
+  assert.equal(cut.note?.rule, 'line-loop');
+  assert.equal(cut.note?.action, 'cut');
+  assert.equal(loopStart('  return x * 1.0999999999;'), '  return x * 1.0'.length);
+  // Trailing zeros and short repeats are numbers a developer writes.
+  for (const line of ['x = 1.000000000', 'y = 0.333', 'z = 1111111111', 'v = "1.2.3"']) assert.equal(loopStart(line), -1, line);
+});
+
 test('line-loop leaves rules, literals and short repeats alone', () => {
   for (const line of ['// ----------------------------------------', "x = 0x00000000", 'a, b, c = 1, 2, 3', "assert.deepEqual([1, 1], [1, 1]);", '    ']) {
     assert.equal(loopStart(line), -1, line);

@@ -1,7 +1,7 @@
 // completion-rules.test.ts - the completion pieces that need no engine, as docs/PROMPTS.md
 // specifies them: the prompt layout (stable parts first, each encoded alone, a prefix
 // window that moves in steps), post-processing (single line, multi-line, suffix and next
-// line, indentation kept) and the type-through cache.
+// line, indentation kept) and the type-through cache (within a line and across lines).
 import assert from 'node:assert/strict';
 import * as path from 'node:path';
 import { test } from 'node:test';
@@ -10,6 +10,7 @@ import { ContextRing } from '../../server/completion/context';
 import { header, layoutPrompt, WINDOW_STEP } from '../../server/completion/layout';
 import { postprocess, type PostprocessInput } from '../../server/completion/postprocess';
 import { Tokenizer } from '../../server/engine/tokenizer';
+import { DEFAULT_SETTINGS, mergeSettings } from '../../server/settings';
 import { addonFile, repoRoot } from '../support/paths';
 
 process.env.K3_ADDON ??= addonFile;
@@ -17,7 +18,7 @@ const tok = Tokenizer.open(path.join(repoRoot, 'test/data/kimi-tokenizer'));
 const enc = (s: string): number[] => Array.from(tok.encode(s, false));
 
 const pp = (raw: string, over: Partial<PostprocessInput> = {}) =>
-  postprocess(raw, { linePrefix: 'x = ', lineSuffix: '', nextLines: [], multiline: false, maxLines: 8, lineAbove: '', maxLineLength: 1000, asciiFile: true, ...over });
+  postprocess(raw, { linePrefix: 'x = ', lineSuffix: '', nextLines: [], languageId: 'python', multiline: 'never', maxLines: 8, lineAbove: '', maxLineLength: 1000, asciiFile: true, ...over });
 
 test('the prompt is extra context, then the file above the cursor line, then the line: each encoded on its own', () => {
   const text = 'import os\n\ndef f():\n    return 1\nresult = f(\nprint(result)\n';
@@ -77,15 +78,16 @@ test('single line: the rest of the cursor line, trailing space dropped, final at
 
 test('text after the cursor keeps the completion to one line and is not repeated', () => {
   assert.deepEqual(pp('a, b)\n', { lineSuffix: ')' }), { text: 'a, b', final: true });
-  assert.deepEqual(pp('a, b\nmore', { lineSuffix: ')', multiline: true }), { text: 'a, b', final: true });
+  assert.deepEqual(pp('a, b\nmore', { lineSuffix: ')', multiline: 'always' }), { text: 'a, b', final: true });
 });
 
 test('multi-line: up to maxLines, indentation as generated, stopping before a copy of the next line', () => {
-  const input = { multiline: true, linePrefix: 'def f():', nextLines: ['', 'def g():', '    pass'] };
+  const input = { multiline: 'always' as const, linePrefix: 'def f():', nextLines: ['', 'def g():', '    pass'] };
   assert.deepEqual(pp('\n    x = 1\n    return x\ndef g():\n', input), { text: '\n    x = 1\n    return x', final: true });
-  assert.deepEqual(pp('\n  a\n    b\n      c\n', { ...input, maxLines: 3 }), { text: '\n  a\n    b', final: true });
+  // maxLines counts the lines the user sees: not the empty rest of the cursor's line.
+  assert.deepEqual(pp('\n  a\n    b\n      c\n        d\n', { ...input, maxLines: 3 }), { text: '\n  a\n    b\n      c', final: true });
   // A partial line that may still become the next line waits.
-  assert.deepEqual(pp('\n    x = 1\ndef', input), { text: '\n    x = 1', final: false });
+  assert.deepEqual(pp('\n    x = 1\n    ret', { ...input, nextLines: ['    return x'] }), { text: '\n    x = 1', final: false });
 });
 
 test('a completion that only retypes the line below is dropped', () => {
@@ -107,6 +109,17 @@ test('the cache serves the rest of a completion whose start the user has typed s
   assert.equal(cache.get('base', 'x = '), undefined, 'least recently used went first');
 });
 
+test('the cache serves the rest of a suggestion of several lines accepted a line at a time', () => {
+  const cache = new CompletionCache();
+  const before = '# f.py\nimport math\ndef f(r):';
+  cache.put('base', before, '\n    a = math.pi * r\n    return a');
+  // Ctrl+Down took the line break, then the first line: the cursor is on the next line.
+  assert.equal(cache.get('base', `${before}\n`), '    a = math.pi * r\n    return a');
+  assert.equal(cache.get('base', `${before}\n    a = math.pi * r\n`), '    return a');
+  assert.equal(cache.get('base', `${before}\n    a = 2\n`), undefined, 'a line that is not the suggestion');
+  assert.equal(cache.get('base', `# g.py\nimport math\ndef f(r):\n`), undefined, 'other text before the suggestion');
+});
+
 test('extra context changes only at a quiet moment, never between two keystrokes in one document', () => {
   const docs = new Map([
     ['file:///w/a.ts', { uri: 'file:///w/a.ts', languageId: 'typescript', getText: () => 'export const a = 1;' }],
@@ -121,4 +134,14 @@ test('extra context changes only at a quiet moment, never between two keystrokes
   ring.opened('file:///w/c.ts');
   assert.deepEqual(ring.snapshot('file:///w/a.ts', 1100).map((c) => c.path), ['b.ts'], 'typing on: unchanged');
   assert.deepEqual(ring.snapshot('file:///w/a.ts', 5000).map((c) => c.path), ['b.ts', 'c.ts'], 'after a pause: c.ts joins at the end');
+});
+
+test('the server reads completions.multiline as a mode; the boolean of earlier clients as always (true) or auto (false)', () => {
+  const mode = (v: unknown) => mergeSettings(DEFAULT_SETTINGS, { completions: { multiline: v } }).completions.multiline;
+  assert.equal(DEFAULT_SETTINGS.completions.multiline, 'auto');
+  assert.equal(mode('never'), 'never');
+  assert.equal(mode('always'), 'always');
+  assert.equal(mode(true), 'always');
+  assert.equal(mode(false), 'auto');
+  assert.equal(mode('sometimes'), 'auto', 'anything else keeps the default');
 });

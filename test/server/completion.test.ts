@@ -30,7 +30,7 @@ before(
     tok = Tokenizer.open(dir);
     // The fixture's random weights write junk; this file checks the pipeline's exactness,
     // so the junk filter is off (test/server/completion-quality.test.ts tests it on k3-mini).
-    server = await startServer({ modelPath: dir, settings: { engine: { threads: 1 }, completions: { maxTokens: MAX_TOKENS, filter: false } } });
+    server = await startServer({ modelPath: dir, settings: { engine: { threads: 1 }, completions: { multiline: 'never', maxTokens: MAX_TOKENS, filter: false } } });
     await waitReady(server);
   },
   { timeout: TEST_TIMEOUT_MS },
@@ -148,7 +148,7 @@ test('a newer completion request supersedes the one in flight', { timeout: TEST_
 
 test('a cancelled request stops the engine within a forward pass, mid-generation', { timeout: TEST_TIMEOUT_MS }, async (t) => {
   await server.connection.sendNotification('workspace/didChangeConfiguration', {
-    settings: { k3: { completions: { multiline: true, maxLines: 100000, maxTokens: 4000, filter: false } } },
+    settings: { k3: { completions: { multiline: 'always', maxLines: 100000, maxTokens: 4000, filter: false } } },
   });
   const uri = 'file:///w/long.py';
   await server.open(uri, 'python', 'def long_function():\n');
@@ -169,7 +169,7 @@ test('a cancelled request stops the engine within a forward pass, mid-generation
   // the engine's, so however late the cancel arrives (a busy machine), this holds.
   assert.ok((s.lastCompletion?.tokensAfterCancel ?? 99) <= 9, `${s.lastCompletion?.tokensAfterCancel} tokens after the cancel`);
   await server.connection.sendNotification('workspace/didChangeConfiguration', {
-    settings: { k3: { completions: { multiline: false, maxTokens: MAX_TOKENS, filter: false } } },
+    settings: { k3: { completions: { multiline: 'never', maxTokens: MAX_TOKENS, filter: false } } },
   });
 });
 

@@ -8,6 +8,7 @@
 #define K3_MODEL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "config.h"
 #include "expert_cache.h"
@@ -61,6 +62,13 @@ typedef struct model {
     uint64_t forward_passes;
     double forward_seconds;
     int locks_ready;
+    /* Set once a pass finds a shard changed under the model, or faults reading one
+     * (model_check_files, model_fault): from then on every pass refuses with changed_err. */
+    atomic_int changed;
+    k3_error changed_err; /* written once, under stats_lock, before changed is set */
+    /* Tests only: K3_TEST_SKIP_FILE_CHECK=1 at open skips the stat() at each pass, so a
+     * shard changed between passes is met by the reads themselves (SIGBUS, model_fault). */
+    int skip_file_check;
 } model;
 
 /* The public handle (k3.h) around a loaded model. */
@@ -81,6 +89,16 @@ void model_free(model *m);
 /* K3_ERR_BUDGET when the per-context part of m's plan for a context as cp (recurrent state,
  * KV cache, buffers) exceeds MemAvailable now; the detail gives both numbers (model.c). */
 k3_status model_check_context(const model *m, const k3_context_params *cp, k3_error *err);
+
+/* Where a forward pass begins: K3_ERR_IO when m's shards are no longer the files loaded
+ * (st_check_unchanged) or a pass already found so; the first such failure is kept and every
+ * later call repeats it, so no pass reads a changed mapping again. */
+k3_status model_check_files(model *m, k3_error *err);
+
+/* A pass faulted reading m's mapped weights at addr (fault.h): records K3_ERR_IO naming the
+ * shard, the offset and the file's size when loaded and now, as model_check_files then
+ * repeats it, and returns it. */
+k3_status model_fault(model *m, const void *addr, k3_error *err);
 
 /* Sets m's dimension structs from m->config (weights.c). */
 void weights_set_dims(model *m);

@@ -1245,19 +1245,31 @@ static int same_secret(const char *a, const char *b) {
     return diff == 0;
 }
 
+/* 200 {"status":"ok", ...} while the model is the one loaded; 503 {"status":"error",
+ * "error":{"type":"io","message":...}, ...} once a shard changed on disk under it (every
+ * request then fails with that message until k3 serve is restarted). */
 static void handle_health(conn *c) {
     server *s = c->s;
+    char changed[1024];
+    const int ok = k3_model_check(s->model, changed, sizeof changed) == K3_OK;
     strbuf b;
     strbuf_init(&b);
+    if (ok) {
+        strbuf_puts(&b, "{\"status\":\"ok\",");
+    } else {
+        strbuf_puts(&b, "{\"status\":\"error\",\"error\":{\"type\":\"io\",\"message\":");
+        strbuf_json_string(&b, changed, strlen(changed));
+        strbuf_puts(&b, "},");
+    }
     pthread_mutex_lock(&s->mu);
     strbuf_printf(&b,
-                  "{\"status\":\"ok\",\"busy\":%s,\"queued\":%d,\"queue\":%d,\"served\":%lu,\"refused\":%lu,"
+                  "\"busy\":%s,\"queued\":%d,\"queue\":%d,\"served\":%lu,\"refused\":%lu,"
                   "\"evicted\":%lu,\"connections\":%d,\"checkpoints\":%d,\"checkpoint_bytes\":%zu,\"checkpoint_limit\":%zu}",
                   s->busy ? "true" : "false", s->n_waiting, s->o.queue, s->served, s->refused, s->evicted, s->connections - s->closing,
                   s->checkpoints,
                   s->checkpoint_bytes, (size_t)s->o.checkpoint_mb << 20);
     pthread_mutex_unlock(&s->mu);
-    send_json(c, 200, &b, NULL);
+    send_json(c, ok ? 200 : 503, &b, NULL);
     strbuf_free(&b);
 }
 

@@ -4,7 +4,8 @@
 // runs in chunks of tokens, streaming them. Chunks are sized from measured speed to take
 // about SLICE_MS each, so another lane waits at most about that long. A mirror of what the
 // session holds (its live sequence and the checkpoints taken) tells where to resume; the
-// engine decides what it actually reuses and reports it.
+// engine decides what it actually reuses and reports it. `k3 serve` does the same in one
+// piece per request (prefill in native/tools/cmd_serve.c).
 import { Cancelled } from '../errors';
 import type { Job, Scheduler } from '../scheduler';
 import { EngineError, type GenerateStats, type Session } from './engine';

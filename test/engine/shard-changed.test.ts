@@ -6,7 +6,9 @@
 // bytes of the same size. Every later pass refuses with the same error, and a new open of
 // the folder reads what is there now. With the check at the start of each pass skipped
 // (K3_TEST_SKIP_FILE_CHECK, tests only), a pass meets the truncated shard in its reads: the
-// SIGBUS is caught on one thread and on several, and the pass fails the same way.
+// SIGBUS is caught on one thread and on several, and with an owned trunk and an expert
+// cache (lm_head still mapped, read under the model's stream lock), and the pass fails the
+// same way.
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -150,3 +152,29 @@ for (const threads of [1, 3]) {
     model.close();
   });
 }
+
+test('with an owned trunk and an expert cache (preset laptop), a read of a truncated lm_head fails the pass with io, and again after', async () => {
+  const dir = ownCopy();
+  process.env.K3_TEST_SKIP_FILE_CHECK = '1';
+  let model: NativeModel;
+  try {
+    model = await engine.openModel(dir, { preset: 'laptop' }).promise;
+  } finally {
+    delete process.env.K3_TEST_SKIP_FILE_CHECK;
+  }
+  const session = new engine.Session(model, { maxContext: 64, threads: 2 });
+  await session.sync(Int32Array.of(1, 2, 3));
+  // The trunk and the experts were read into memory the engine owns; lm_head stays mapped,
+  // and is read at the end of every pass, with the model's stream lock held.
+  const shard = shardOf(dir, 'language_model.lm_head.weight');
+  const loaded = fs.statSync(shard).size;
+  fs.truncateSync(shard, 4096);
+  const first = await session.sync(Int32Array.of(1, 2, 3, 4)).then(
+    () => assert.fail('the pass read a truncated lm_head without failing'),
+    (e: unknown) => assertChanged(e, shard, loaded, 4096),
+  );
+  assert.match(first, /failed \(SIGBUS\)/);
+  await assert.rejects(session.sync(Int32Array.of(5)), (e: NativeFailure) => e.message === first);
+  session.close();
+  model.close();
+});

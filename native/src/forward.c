@@ -180,7 +180,7 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
     observe(st, NULL, K3_SITE_EMBED, -1, start, n, d, r.P, NULL);
 
     for (int l = 0; l < m->n_layers; l++) {
-        const model_layer *volatile ly = &m->layers[l]; /* volatile: read after a caught fault */
+        const model_layer *volatile ly = &m->layers[l]; /* volatile: it lives across the point below */
         fault_point held; /* while an owned trunk's layer is borrowed: mapped experts fault */
         if (m->trunk) {
             const void *bound;

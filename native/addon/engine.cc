@@ -15,6 +15,7 @@ class Model : public Napi::ObjectWrap<Model> {
         Napi::Function ctor = DefineClass(env, "Model",
                                           {
                                               InstanceMethod("close", &Model::Close),
+                                              InstanceMethod("check", &Model::Check),
                                               InstanceAccessor("vocabSize", &Model::VocabSize, nullptr),
                                               InstanceAccessor("hiddenSize", &Model::HiddenSize, nullptr),
                                               InstanceAccessor("layerCount", &Model::LayerCount, nullptr),
@@ -55,6 +56,17 @@ class Model : public Napi::ObjectWrap<Model> {
         k3_model_close(model_);
         model_ = nullptr;
         return info.Env().Undefined();
+    }
+    // check(): undefined while the model is still the one loaded, else the Error the next
+    // pass would throw (code "io", naming the shard that changed); k3_model_check.
+    Napi::Value Check(const Napi::CallbackInfo &info) {
+        Napi::Env env = info.Env();
+        k3_model *m = Handle(env);
+        if (!m)
+            return env.Undefined();
+        char detail[2048] = "";
+        const k3_status s = k3_model_check(m, detail, sizeof detail);
+        return s == K3_OK ? env.Undefined() : MakeK3Error(env, s, detail).Value();
     }
     Napi::Value VocabSize(const Napi::CallbackInfo &info) {
         k3_model *m = Handle(info.Env());

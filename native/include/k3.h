@@ -164,6 +164,19 @@ k3_status k3_model_open(const char *dir, const k3_model_params *params, k3_model
                         size_t detail_size);
 void k3_model_close(k3_model *model);
 
+/* Whether the model is still the one loaded. A shard changed on disk while the model is
+ * open (truncated, shrunk, overwritten in place, replaced or removed: its size, modification
+ * time or identity differs from the load's) makes every forward pass from then on fail with
+ * K3_ERR_IO naming the file and both sizes; so does a read of mapped weights that faults
+ * (SIGBUS: a file shrunk during a pass), which fails that pass instead of killing the
+ * process. Nothing recovers but closing and opening the model again. This call makes the
+ * same check (one stat per shard) without a pass: K3_OK, or K3_ERR_IO with that detail.
+ * The SIGBUS handler it relies on is installed process-wide when the first model is opened;
+ * a SIGBUS anywhere else goes to the handler installed before it, or the default action.
+ * Tests only: K3_TEST_SKIP_FILE_CHECK=1 in the environment at open skips the per-pass stat,
+ * so a changed shard is met by the reads themselves. */
+k3_status k3_model_check(k3_model *model, char *detail, size_t detail_size);
+
 /* Vocabulary size (rows of lm_head), hidden size and layer count. */
 int k3_model_vocab_size(const k3_model *model);
 int k3_model_hidden_size(const k3_model *model);

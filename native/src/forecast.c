@@ -286,7 +286,7 @@ k3_status k3_forecast_make_at_hit_rate(const char *profile, const char *dir, con
     if (s == K3_OK)
         s = dir ? model_survey(dir, mp, &m, &err) : presets_release_model(&m, &err);
     if (s == K3_OK)
-        s = plan_make(m, &m->inputs, mp, NULL, 1, &plan, &err);
+        s = model_plan(m, &m->inputs, mp, NULL, 1, &plan, &err);
     if (s == K3_OK)
         s = forecast_make(&p, m, mp, &plan, positions, expert_hit_rate, out, &err);
     model_free(m);

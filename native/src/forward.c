@@ -12,6 +12,12 @@
  * that streams runs one forward pass at a time. A failed read ends the pass with its
  * status: the carried state is then partly advanced and must be discarded.
  *
+ * A pass begins by checking that the shards are still the files loaded (model_check_files)
+ * and arms a recovery point (fault.h): a read of mapped weights that faults because a shard
+ * shrank during the pass jumps back there, and the pass fails with K3_ERR_IO naming the
+ * file. What the pass held is let go on the way: the borrowed trunk layer here, an
+ * expert-cache batch in moe.c, the pool's loop in threads.c, the stream lock below.
+ *
  * An observer (k3_context_observe) is shown each site's values as they are computed; it
  * reads them and changes nothing. */
 #include "forward.h"
@@ -21,6 +27,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "fault.h"
 #include "io.h"
 #include "ops.h"
 
@@ -173,13 +180,18 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
     observe(st, NULL, K3_SITE_EMBED, -1, start, n, d, r.P, NULL);
 
     for (int l = 0; l < m->n_layers; l++) {
-        const model_layer *ly = &m->layers[l];
+        const model_layer *volatile ly = &m->layers[l]; /* volatile: it lives across the point below */
+        fault_point held; /* while an owned trunk's layer is borrowed: mapped experts fault */
         if (m->trunk) {
             const void *bound;
             const k3_status s = trunk_acquire(m->trunk, l, &bound, err);
             if (s != K3_OK)
                 return s;
             ly = bound;
+            if (FAULT_CATCH(&held)) {
+                trunk_release(m->trunk, l);
+                fault_escape(held.addr);
+            }
         }
         const int block_start = m->attn_res_block > 0 && l % m->attn_res_block == 0;
         /* Attention site. Without attention residuals P is the plain residual stream. */
@@ -208,8 +220,10 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
         for (int t = 0; t < n; t++)
             ops_rmsnorm(h + (long)t * d, ly->post_norm, d, m->norm_eps, x + (long)t * d);
         const k3_status s = channel_mixer(m, ly, x, n, a, st->observe ? selected : NULL, mix_scratch, impl, pool, err);
-        if (m->trunk)
+        if (m->trunk) {
+            fault_disarm(&held);
             trunk_release(m->trunk, l);
+        }
         if (s != K3_OK)
             return s;
         observe(st, &m->layers[l], K3_SITE_FFN_OUTPUT, l, start, n, d, a, NULL);
@@ -236,12 +250,21 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
 
 k3_status forward_run(const model *m, forward_state *st, int start, const int32_t *ids, int n, int first_out,
                       float *logits, float *scratch, const kernels_impl *impl, threads *pool, k3_error *err) {
-    model *mm = (model *)m; /* the locks and counters are the mutable part of a shared model */
+    model *mm = (model *)m; /* the locks, counters and changed state are the mutable part of a shared model */
+    k3_status s = model_check_files(mm, err);
+    if (s != K3_OK)
+        return s;
     const int streams = m->trunk || m->cache;
     if (streams)
         pthread_mutex_lock(&mm->stream_lock);
     const double t0 = io_now();
-    const k3_status s = run_layers(m, st, start, ids, n, first_out, logits, scratch, impl, pool, err);
+    fault_point pass;
+    if (FAULT_CATCH(&pass)) {
+        s = model_fault(mm, pass.addr, err);
+    } else {
+        s = run_layers(m, st, start, ids, n, first_out, logits, scratch, impl, pool, err);
+        fault_disarm(&pass);
+    }
     const double t1 = io_now();
     if (streams)
         pthread_mutex_unlock(&mm->stream_lock);

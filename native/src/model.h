@@ -1,6 +1,6 @@
 /* model.h - a loaded K3 model: dimensions, and every weight bound to the math modules'
- * structs. weights.c fills it (it alone knows tensor names); forward.c runs it (it alone
- * knows layer order). Matrices point into the mapped shards, or, with an owned trunk, are
+ * structs. model.c opens, plans and frees it; weights.c binds its tensors (it alone knows
+ * tensor names); forward.c runs it (it alone knows layer order). Matrices point into the mapped shards, or, with an owned trunk, are
  * templates whose data trunk.c fills per slot; routed experts are mapped or come from
  * expert_cache.c. Small vectors (norm weights, biases, conv taps, attention-residual query
  * vectors) are always f32 copies. */
@@ -8,6 +8,7 @@
 #define K3_MODEL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "config.h"
 #include "expert_cache.h"
@@ -18,6 +19,7 @@
 #include "plan.h"
 #include "safetensors.h"
 #include "trunk.h"
+#include "weights.h"
 
 typedef struct model_layer {
     int is_kda;       /* token mixer: KDA, else MLA */
@@ -61,6 +63,13 @@ typedef struct model {
     uint64_t forward_passes;
     double forward_seconds;
     int locks_ready;
+    /* Set once a pass finds a shard changed under the model, or faults reading one
+     * (model_check_files, model_fault): from then on every pass refuses with changed_err. */
+    atomic_int changed;
+    k3_error changed_err; /* written once, under stats_lock, before changed is set */
+    /* Tests only: K3_TEST_SKIP_FILE_CHECK=1 at open skips the stat() at each pass, so a
+     * shard changed between passes is met by the reads themselves (SIGBUS, model_fault). */
+    int skip_file_check;
 } model;
 
 /* The public handle (k3.h) around a loaded model. */
@@ -78,15 +87,23 @@ k3_status model_load(const char *dir, const k3_model_params *params, model **out
 k3_status model_survey(const char *dir, const k3_model_params *params, model **out, k3_error *err);
 void model_free(model *m);
 
+/* The plan (k3_plan) of m's dimensions measured as `in` at params mp and a context as cp
+ * (either NULL: the defaults). available 0: read MemAvailable. */
+k3_status model_plan(const model *m, const plan_inputs *in, const k3_model_params *mp, const k3_context_params *cp,
+                     uint64_t available, k3_plan *out, k3_error *err);
+
 /* K3_ERR_BUDGET when the per-context part of m's plan for a context as cp (recurrent state,
  * KV cache, buffers) exceeds MemAvailable now; the detail gives both numbers (model.c). */
 k3_status model_check_context(const model *m, const k3_context_params *cp, k3_error *err);
 
-/* Sets m's dimension structs from m->config (weights.c). */
-void weights_set_dims(model *m);
+/* Where a forward pass begins: K3_ERR_IO when m's shards are no longer the files loaded
+ * (st_check_unchanged) or a pass already found so; the first such failure is kept and every
+ * later call repeats it, so no pass reads a changed mapping again. */
+k3_status model_check_files(model *m, k3_error *err);
 
-/* The plan inputs of a checkpoint that matches `config` exactly as the release stores it
- * (bf16 trunk, experts back to back), derived from shapes alone: the full-scale presets. */
-void weights_inputs_from_config(const k3_config *config, plan_inputs *out);
+/* A pass faulted reading m's mapped weights at addr (fault.h): records K3_ERR_IO naming the
+ * shard, the offset and the file's size when loaded and now, as model_check_files then
+ * repeats it, and returns it. */
+k3_status model_fault(model *m, const void *addr, k3_error *err);
 
 #endif

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "expert_cache.h"
+#include "fault.h"
 #include "ops.h"
 
 long moe_mlp_scratch_floats(int inter, int n) {
@@ -157,8 +158,14 @@ k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const float *x, 
     for (int e = 0; e < E; e++)
         if (list[e])
             list[n_list++] = e;
-    if (w->cache)
+    fault_point batch; /* while a cache batch is open: the mapped trunk's reads may fault */
+    if (w->cache) {
         expert_cache_begin(w->cache, w->cache_layer, list, n_list);
+        if (FAULT_CATCH(&batch)) {
+            expert_cache_end(w->cache);
+            fault_escape(batch.addr);
+        }
+    }
 
     /* Computed while the chosen experts are read. */
     kernels_matmul(impl, &w->down_proj, x, d, n, z, Lt, pool);
@@ -198,6 +205,7 @@ k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const float *x, 
         moe_expert borrowed;
         const k3_status s = expert_cache_get(w->cache, i, &borrowed, err);
         if (s != K3_OK) {
+            fault_disarm(&batch);
             expert_cache_end(w->cache);
             return s; /* no partial sum leaves this function */
         }
@@ -207,8 +215,10 @@ k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const float *x, 
         expert_cache_release(w->cache, i);
         accumulate(sel, weight, K, e, members + first[i], m, ye, Lt, y);
     }
-    if (w->cache)
+    if (w->cache) {
+        fault_disarm(&batch);
         expert_cache_end(w->cache);
+    }
     if (dm->latent_norm)
         for (int t = 0; t < n; t++)
             ops_rmsnorm(y + (long)t * Lt, w->latent_norm, Lt, dm->norm_eps, y + (long)t * Lt);

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "forward.h"
 #include "io.h"
 
 const char *plan_human(uint64_t bytes, char *buf, size_t size) {
@@ -89,20 +88,13 @@ k3_status plan_expert_slots(const plan_inputs *in, uint64_t budget, int *slots, 
     return K3_OK;
 }
 
-k3_status plan_make(const model *dims, const plan_inputs *in, const k3_model_params *mp, const k3_context_params *cp,
-                    uint64_t available, k3_plan *out, k3_error *err) {
-    k3_model_params p;
-    k3_model_params_default(&p);
-    if (mp)
-        p = *mp;
-    k3_context_params c;
-    k3_context_params_default(&c);
-    if (cp)
-        c = *cp;
+k3_status plan_make(const plan_inputs *in, const k3_model_params *mp, const plan_context *ctx, uint64_t available,
+                    k3_plan *out, k3_error *err) {
+    const k3_model_params p = *mp;
     memset(out, 0, sizeof *out);
     out->layers = in->n_layers;
-    out->max_context = c.max_context;
-    out->batch = c.batch;
+    out->max_context = ctx->max_context;
+    out->batch = ctx->batch;
     for (int l = 0; l < in->n_layers; l++) {
         out->dense_weights += in->layer_bytes[l];
         if (in->layer_bytes[l] > out->trunk_floor)
@@ -150,10 +142,9 @@ k3_status plan_make(const model *dims, const plan_inputs *in, const k3_model_par
         out->index += IO_BOUNCE_BYTES * ((out->experts_mapped ? 0u : (uint64_t)p.io_threads) +
                                          (out->ring_slots > 0 ? 1u : 0u));
 
-    out->recurrent_state = 4u * (uint64_t)forward_kda_state_floats(dims);
-    out->kv_cache = 4u * (uint64_t)forward_mla_cache_floats(dims, c.max_context);
-    out->buffers = 4u * (uint64_t)forward_scratch_floats(dims, c.batch, c.max_context) +
-                   4u * (uint64_t)(forward_logit_rows(c.batch) + 1) * (uint64_t)dims->vocab + 4u * (uint64_t)c.max_context;
+    out->recurrent_state = ctx->recurrent_state;
+    out->kv_cache = ctx->kv_cache;
+    out->buffers = ctx->buffers;
 
     out->model_total = out->trunk + out->embed_lm_head + out->vectors + out->index + out->expert_cache;
     out->context_total = out->recurrent_state + out->kv_cache + out->buffers;

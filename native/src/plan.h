@@ -2,8 +2,9 @@
  * (k3_plan of k3.h), and how an owned-trunk budget is placed (which layers are pinned, how
  * many ring slots). The same functions decide the placement the trunk and the expert cache
  * then allocate, so the plan and the allocation cannot drift apart. It allocates nothing,
- * reads no file (except MemAvailable through io.c) and knows no tensor names: weights.c
- * measures a checkpoint into plan_inputs. */
+ * reads no file (except MemAvailable through io.c), knows no tensor names (weights.c
+ * measures a checkpoint into plan_inputs) and no model: what a context adds comes in as
+ * byte counts (plan_context, measured by model_plan in model.c from the dimensions). */
 #ifndef K3_PLAN_H
 #define K3_PLAN_H
 
@@ -12,8 +13,6 @@
 #include "config.h"
 #include "k3.h"
 #include "trunk.h"
-
-struct model;
 
 /* The sizes a plan is made from: measured from a checkpoint by weights.c, or derived from
  * a config for the full-scale presets. */
@@ -39,10 +38,18 @@ k3_status plan_trunk_layout(const plan_inputs *in, uint64_t budget, trunk_layout
 /* Expert cache slots for `budget` bytes (at most one per expert). K3_ERR_BUDGET below top_k. */
 k3_status plan_expert_slots(const plan_inputs *in, uint64_t budget, int *slots, k3_error *err);
 
-/* The full plan. dims: a model whose dimensions are set (weights are not needed).
- * available 0: read MemAvailable. */
-k3_status plan_make(const struct model *dims, const plan_inputs *in, const k3_model_params *mp, const k3_context_params *cp,
-                    uint64_t available, k3_plan *out, k3_error *err);
+/* What one context adds to a plan: its size and the bytes it allocates. */
+typedef struct plan_context {
+    int max_context, batch;
+    uint64_t recurrent_state; /* KDA state and conv history */
+    uint64_t kv_cache;        /* MLA latent cache for max_context positions */
+    uint64_t buffers;         /* scratch, logits staging, the token list */
+} plan_context;
+
+/* The full plan of a model measured as `in`, at params mp (not NULL: defaults already
+ * applied), with the context ctx. available 0: read MemAvailable. */
+k3_status plan_make(const plan_inputs *in, const k3_model_params *mp, const plan_context *ctx, uint64_t available,
+                    k3_plan *out, k3_error *err);
 
 /* "1.23 GB" / "456.7 MB" into buf (decimal units, as the plan prints them). */
 const char *plan_human(uint64_t bytes, char *buf, size_t size);

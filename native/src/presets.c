@@ -88,7 +88,7 @@ k3_status presets_release_plan(const k3_model_params *mp, const k3_context_param
     model *m;
     k3_status s = presets_release_model(&m, err);
     if (s == K3_OK) {
-        s = plan_make(m, &m->inputs, mp, cp, 1, out, err);
+        s = model_plan(m, &m->inputs, mp, cp, 1, out, err);
         out->available = 0;
         out->fits = 1;
     }
@@ -108,7 +108,7 @@ static void compute_full_scale_plans(void) {
         p.trunk_bytes = presets[i].trunk_bytes;
         p.expert_cache_bytes = presets[i].expert_cache_bytes;
         k3_plan plan;
-        if (plan_make(m, &m->inputs, &p, NULL, 1, &plan, NULL) == K3_OK)
+        if (model_plan(m, &m->inputs, &p, NULL, 1, &plan, NULL) == K3_OK)
             presets[i].full_scale_plan = plan.total;
     }
     model_free(m);
@@ -157,7 +157,7 @@ k3_status k3_preset_auto(const char *dir, const k3_context_params *cp, uint64_t 
         for (int l = 0; l < in->n_layers; l++)
             p.trunk_bytes += (int64_t)in->layer_bytes[l];
         p.expert_cache_bytes = (int64_t)((uint64_t)in->top_k * in->expert_slot_bytes);
-        s = plan_make(m, in, &p, cp, avail, &floor_plan, &err);
+        s = model_plan(m, in, &p, cp, avail, &floor_plan, &err);
     }
     if (s == K3_OK) {
         const uint64_t reserve = floor_plan.total - floor_plan.trunk - floor_plan.expert_cache;
@@ -190,7 +190,7 @@ k3_status k3_preset_auto(const char *dir, const k3_context_params *cp, uint64_t 
             out->trunk_bytes = (int64_t)trunk_budget;
             out->expert_cache_bytes = (int64_t)cache;
             if (plan_out)
-                s = plan_make(m, &m->inputs, out, cp, avail, plan_out, &err);
+                s = model_plan(m, &m->inputs, out, cp, avail, plan_out, &err);
         }
     }
     model_free(m);

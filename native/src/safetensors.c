@@ -9,6 +9,7 @@
  * document (about twice the index file) plus one header's. */
 #include "safetensors.h"
 
+#include "fault.h"
 #include "hash.h"
 #include "io.h"
 #include "json.h"
@@ -340,6 +341,9 @@ static k3_status load_shard(st_set *set, int k, k3_error *err) {
     if (!S_ISREG(sb.st_mode))
         return error_set(err, K3_ERR_IO, "%s: not a regular file", sh->path);
     sh->size = (uint64_t)sb.st_size;
+    sh->dev = (uint64_t)sb.st_dev;
+    sh->ino = (uint64_t)sb.st_ino;
+    sh->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
     if (sh->size < 8)
         return error_set(err, K3_ERR_FORMAT,
                          "%s: file is %llu bytes, too short for the 8-byte header length", sh->file,
@@ -349,6 +353,7 @@ static k3_status load_shard(st_set *set, int k, k3_error *err) {
         return error_set(err, K3_ERR_IO, "%s: cannot map %llu bytes: %s", sh->path,
                          (unsigned long long)sh->size, strerror(errno));
     sh->map = map;
+    fault_register(sh->map, (size_t)sh->size);
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; i--)
         header_len = header_len << 8 | sh->map[i];
@@ -718,8 +723,10 @@ void st_close(st_set *set) {
         return;
     for (int i = 0; i < set->n_shards; i++) {
         st_shard *sh = &set->shards[i];
-        if (sh->map)
+        if (sh->map) {
+            fault_unregister(sh->map);
             munmap((void *)(uintptr_t)sh->map, (size_t)sh->size);
+        }
         if (sh->fd >= 0)
             close(sh->fd);
         if (sh->direct_fd >= 0)
@@ -738,6 +745,52 @@ void st_close(st_set *set) {
 }
 
 /* ---- queries ------------------------------------------------------------------------------ */
+
+/* "N bytes, modified at S.NNNNNNNNN" of a stat, or of what was recorded at open. */
+static void describe_file(char *out, size_t size, uint64_t bytes, int64_t mtime_ns) {
+    snprintf(out, size, "%llu bytes, modified at %lld.%09lld", (unsigned long long)bytes,
+             (long long)(mtime_ns / 1000000000), (long long)(mtime_ns % 1000000000));
+}
+
+k3_status st_check_unchanged(const st_set *set, k3_error *err) {
+    for (int i = 0; i < set->n_shards; i++) {
+        const st_shard *sh = &set->shards[i];
+        struct stat sb;
+        char then[96], now[96];
+        describe_file(then, sizeof then, sh->size, sh->mtime_ns);
+        if (stat(sh->path, &sb) != 0)
+            return error_set(err, K3_ERR_IO,
+                             "%s changed while the engine ran: it cannot be read now (%s; %s when loaded): the model is "
+                             "no longer the one loaded; load it again",
+                             sh->path, strerror(errno), then);
+        const int64_t mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+        describe_file(now, sizeof now, (uint64_t)sb.st_size, mtime_ns);
+        if ((uint64_t)sb.st_dev != sh->dev || (uint64_t)sb.st_ino != sh->ino)
+            return error_set(err, K3_ERR_IO,
+                             "%s changed while the engine ran: another file has taken its name (%s when loaded, %s "
+                             "now): the model is no longer the one loaded; load it again",
+                             sh->path, then, now);
+        if ((uint64_t)sb.st_size != sh->size || mtime_ns != sh->mtime_ns)
+            return error_set(err, K3_ERR_IO,
+                             "%s changed while the engine ran (%s when loaded, %s now): the model is no longer the one "
+                             "loaded; load it again",
+                             sh->path, then, now);
+    }
+    return K3_OK;
+}
+
+int st_shard_of(const st_set *set, const void *addr, uint64_t *offset) {
+    const uint8_t *a = addr;
+    for (int i = 0; i < set->n_shards; i++) {
+        const st_shard *sh = &set->shards[i];
+        if (sh->map && a >= sh->map && a < sh->map + sh->size) {
+            if (offset)
+                *offset = (uint64_t)(a - sh->map);
+            return i;
+        }
+    }
+    return -1;
+}
 
 size_t st_count(const st_set *set) {
     return set ? set->n_tensors : 0;

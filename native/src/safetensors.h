@@ -24,6 +24,9 @@
  * "model-00002-of-000003.safetensors: tensor 'x.weight' data_offsets [1024, 99999999] run
  * past the data region (5120 bytes)".
  *
+ * Each mapping is registered with fault.h, so a read past the end of a shard that shrank
+ * after opening can fail a pass instead of killing the process (forward.c).
+ *
  * Threading: st_open/st_close are single-threaded; an open set is immutable and may be
  * read (st_find, the tensors, the mappings, pread on the fds) from any number of threads.
  *
@@ -86,7 +89,9 @@ typedef struct st_shard {
     const char *file;    /* the file name, as the index spells it */
     int fd;              /* open O_RDONLY until st_close(): for pread/posix_fadvise */
     int direct_fd;       /* the same file opened O_DIRECT by st_open_direct(), else -1 */
-    uint64_t size;       /* file length in bytes */
+    uint64_t size;       /* file length in bytes, when opened */
+    uint64_t dev, ino;   /* the file's identity when opened (st_check_unchanged) */
+    int64_t mtime_ns;    /* its modification time when opened, in ns since the epoch */
     const uint8_t *map;  /* the whole file, PROT_READ + MAP_PRIVATE */
     uint64_t data_start; /* 8 + header length: file offset of the data region */
     size_t n_tensors;
@@ -122,6 +127,17 @@ int st_open_direct(st_set *set);
  * "model.safetensors.index.json" or "model.safetensors". */
 const char *st_dir(const st_set *set);
 const char *st_source(const st_set *set);
+
+/* K3_OK while every shard's path still names the file that was opened, with the size and
+ * modification time it had then (one stat() per shard); else K3_ERR_IO naming the first
+ * one that changed, with both sizes and times: "DIR/model.safetensors changed while the
+ * engine ran (5120 bytes, modified at ... when loaded, 800 bytes, ... now): ...". A file
+ * replaced by another (a new inode under its name) or removed counts as changed. */
+k3_status st_check_unchanged(const st_set *set, k3_error *err);
+
+/* The shard whose mapping holds addr (and, when offset is not NULL, addr's offset in the
+ * file), or -1. */
+int st_shard_of(const st_set *set, const void *addr, uint64_t *offset);
 
 /* True iff t->data is aligned to its element size, i.e. may be read through a pointer to
  * an element type. */

@@ -10,7 +10,13 @@
  *    thread closes the loop as soon as it finds no chunk left and then waits only for the
  *    workers that joined, which are running: a worker still asleep never holds it up, and
  *    on waking finds the loop closed and skips it.
- * Which thread runs a chunk never changes what the chunk computes (threads.h). */
+ * Which thread runs a chunk never changes what the chunk computes (threads.h).
+ *
+ * A chunk that faults reading a shard that shrank (fault.h) is caught by whoever runs it;
+ * nobody takes another chunk, and the loop ends as usual: only once no worker is inside
+ * does the caller pass the fault outward (fault_escape), so no worker is ever left running
+ * a chunk whose arguments live in a frame the jump unwound, and every worker is back
+ * waiting for the next loop. */
 #include "threads.h"
 
 #include <pthread.h>
@@ -18,6 +24,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "fault.h"
 #include "io.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -51,7 +58,11 @@ struct threads {
     void *arg;
     int n_items, grain;
     atomic_int next_chunk;
+    _Atomic uintptr_t fault_addr; /* the first fault met in the current loop, or 0 */
 };
+
+/* Past any chunk index: set when a chunk faults, so nobody takes another. */
+#define NO_MORE_CHUNKS (1 << 30)
 
 static void run_chunks(threads *p) {
     const int n_chunks = (p->n_items + p->grain - 1) / p->grain;
@@ -63,6 +74,27 @@ static void run_chunks(threads *p) {
         const int end = begin + p->grain < p->n_items ? begin + p->grain : p->n_items;
         p->fn(p->arg, begin, end);
     }
+}
+
+/* run_chunks, catching a fault on the shards: it is recorded (the first one) and ends the
+ * loop's work for everyone. */
+static void run_chunks_caught(threads *p) {
+    fault_point pt;
+    if (FAULT_CATCH(&pt)) {
+        uintptr_t none = 0;
+        atomic_compare_exchange_strong(&p->fault_addr, &none, (uintptr_t)pt.addr);
+        atomic_store(&p->next_chunk, NO_MORE_CHUNKS);
+        return;
+    }
+    run_chunks(p);
+    fault_disarm(&pt);
+}
+
+/* After a loop no worker is inside: a fault met in it goes on to the caller's point. */
+static void end_loop(threads *p) {
+    const uintptr_t addr = atomic_exchange(&p->fault_addr, 0);
+    if (addr)
+        fault_escape((const void *)addr);
 }
 
 /* What a spinning thread waits for: a new loop (or quit), or an empty closed loop. */
@@ -100,7 +132,9 @@ static int join_loop(threads *p, uint64_t gen) {
 
 static void *worker_main(void *arg) {
     threads *p = arg;
-    uint64_t seen = LOOP_GEN(atomic_load(&p->loop));
+    /* The generation when the pool was made, not when this thread happened to start: a
+     * worker that starts after a loop was published still joins it while it is open. */
+    uint64_t seen = 0;
     for (;;) {
         if (!spin_until(p, loop_changed, seen)) {
             pthread_mutex_lock(&p->mu);
@@ -115,7 +149,7 @@ static void *worker_main(void *arg) {
         seen = LOOP_GEN(atomic_load(&p->loop));
         if (!join_loop(p, seen))
             continue; /* closed already: every chunk was taken without us */
-        run_chunks(p);
+        run_chunks_caught(p);
         const uint64_t before = atomic_fetch_sub(&p->loop, 1);
         if ((before & LOOP_INSIDE) == 1 && !(before & LOOP_OPEN) && atomic_load(&p->waiting)) {
             pthread_mutex_lock(&p->mu);
@@ -199,17 +233,16 @@ void threads_run(threads *p, int n_items, int grain, threads_fn fn, void *arg) {
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
     }
-    run_chunks(p);
+    run_chunks_caught(p);
     const uint64_t closed = atomic_fetch_and(&p->loop, ~LOOP_OPEN) & ~LOOP_OPEN;
-    if (!(closed & LOOP_INSIDE))
-        return;
     /* The workers inside are running a chunk, not asleep: usually a short wait. */
-    if (spin_until(p, nobody_inside, 0))
-        return;
-    pthread_mutex_lock(&p->mu);
-    atomic_store(&p->waiting, 1);
-    while (atomic_load(&p->loop) & LOOP_INSIDE)
-        pthread_cond_wait(&p->done, &p->mu);
-    atomic_store(&p->waiting, 0);
-    pthread_mutex_unlock(&p->mu);
+    if ((closed & LOOP_INSIDE) && !spin_until(p, nobody_inside, 0)) {
+        pthread_mutex_lock(&p->mu);
+        atomic_store(&p->waiting, 1);
+        while (atomic_load(&p->loop) & LOOP_INSIDE)
+            pthread_cond_wait(&p->done, &p->mu);
+        atomic_store(&p->waiting, 0);
+        pthread_mutex_unlock(&p->mu);
+    }
+    end_loop(p);
 }

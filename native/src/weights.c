@@ -4,9 +4,8 @@
  * pread, never through the mapping) into f32 copies. Matrices stay in the mapped shards,
  * or, with an owned trunk, are registered with trunk.c by their place in model_layer; every
  * routed expert is registered with the expert cache's read table, and bound in place when
- * the experts are mapped. The same pass measures what a plan needs (plan_inputs), and the
- * model's part of the plan is checked against MemAvailable before the trunk and the cache
- * allocate. Names carry the release's `language_model.` prefix; checkpoints without it
+ * the experts are mapped. The same pass measures what a plan needs (plan_inputs); opening
+ * the files, the memory check and starting the trunk and the cache are model.c's. Names carry the release's `language_model.` prefix; checkpoints without it
  * (plain Kimi-Linear layouts) are accepted too. The binding must use every tensor of the
  * text model and find every one it needs: a tensor the config does not use (an output gate
  * with mla_use_output_gate false, shared experts with num_shared_experts 0) is refused, as
@@ -507,154 +506,17 @@ static k3_status finish_inputs(model *m, k3_error *err) {
     return K3_OK;
 }
 
-/* Everything up to the budget-sized allocations: config, index, binding, plan inputs. */
-static k3_status open_tables(const char *dir, const k3_model_params *params, int dry, model **out, k3_error *err) {
-    *out = NULL;
-    model *m = calloc(1, sizeof *m);
-    if (!m)
-        return error_set(err, K3_ERR_OUT_OF_MEMORY, "model: out of memory");
-    k3_model_params_default(&m->params);
-    if (params)
-        m->params = *params;
-    pthread_mutex_init(&m->stream_lock, NULL);
-    pthread_mutex_init(&m->stats_lock, NULL);
-    m->locks_ready = 1;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    k3_status s = config_load(path, &m->config, err);
-    if (s == K3_OK) {
-        weights_set_dims(m);
-        /* forward.c mixes at most 62 residual candidates per site. */
-        if (m->config.n_attn_res_blocks + 2 > 62)
-            s = error_set(err, K3_ERR_CONFIG, "%s: %d attention-residual blocks (num_hidden_layers %d / "
-                          "attn_res_block_size %d); this engine supports at most 60",
-                          path, m->config.n_attn_res_blocks, m->n_layers, m->attn_res_block);
-    }
-    if (s == K3_OK)
-        s = st_open(dir, &m->tensors, err);
-    if (s == K3_OK) {
-        m->layers = calloc((size_t)m->n_layers, sizeof *m->layers);
-        if (m->params.expert_cache_bytes < 0)
-            m->experts = calloc((size_t)m->config.n_moe_layers * (m->moe.n_experts ? m->moe.n_experts : 1) + 1,
-                                sizeof *m->experts);
-        if (!m->layers || (m->params.expert_cache_bytes < 0 && !m->experts))
-            s = error_set(err, K3_ERR_OUT_OF_MEMORY, "model: out of memory for %d layers", m->n_layers);
-    }
-    if (s == K3_OK)
-        s = trunk_new(m->tensors, m->n_layers, m->layers, sizeof(model_layer), &m->trunk, err);
-    if (s == K3_OK)
-        s = expert_cache_new(m->tensors, m->config.n_moe_layers, m->moe.n_experts, &m->cache, err);
-    if (s == K3_OK) {
-        loader L = {m, "", err, "", dry, -1, calloc(st_count(m->tensors) + 1, 1)};
-        if (!L.used)
-            s = error_set(err, K3_ERR_OUT_OF_MEMORY, "model: out of memory for %zu tensor flags", st_count(m->tensors));
-        if (s == K3_OK && (s = bind_all(&L)) == K3_OK)
-            s = check_unused(&L);
-        free(L.used);
-        if (s == K3_ERR_TENSOR && m->config.defaults[0])
-            note_defaults(m, err);
-    }
-    if (s == K3_OK)
-        s = finish_inputs(m, err);
-    if (s != K3_OK) {
-        model_free(m);
-        return s;
-    }
-    *out = m;
-    return K3_OK;
-}
-
-k3_status model_survey(const char *dir, const k3_model_params *params, model **out, k3_error *err) {
-    return open_tables(dir, params, 1, out, err);
-}
-
-/* Whether streamed reads go around the page cache (k3_reads in k3.h), and if so opens the
- * shards' O_DIRECT descriptors: 0 when none opens (the file system refuses). */
-static int reads_direct(model *m, const k3_plan *plan) {
-    int direct = m->params.reads == K3_READS_DIRECT;
-    if (m->params.reads == K3_READS_AUTO) {
-        uint64_t streams = m->params.expert_cache_bytes >= 0 ? m->inputs.expert_pool_bytes : 0;
-        if (m->params.trunk_bytes >= 0)
-            streams += plan->dense_weights - plan->trunk + (uint64_t)plan->ring_slots * plan->ring_slot_bytes;
-        direct = plan->available > 0 && streams > 0 &&
-                 (plan->model_total >= plan->available || streams > plan->available - plan->model_total);
-    }
-    const int streaming = m->params.expert_cache_bytes >= 0 || m->params.trunk_bytes >= 0;
-    return direct && streaming && st_open_direct(m->tensors) > 0;
-}
-
-/* Refuses a model part that MemAvailable cannot hold, then starts (or drops) the trunk and
- * the expert cache. */
-static k3_status start_streaming(model *m, k3_error *err) {
-    k3_plan plan;
-    k3_status s = plan_make(m, &m->inputs, &m->params, NULL, 0, &plan, err);
-    if (s != K3_OK)
-        return s;
-    if (plan.available && plan.model_total > plan.available) {
-        char need[32], have[32], gap[32], tr[32], el[32], ec[32];
-        return error_set(err, K3_ERR_BUDGET,
-                         "the model needs %s (trunk %s, embed + lm_head %s, expert cache %s, vectors and index %.1f MB) "
-                         "and this machine has %s available: a shortfall of %s",
-                         plan_human(plan.model_total, need, sizeof need), plan_human(plan.trunk, tr, sizeof tr),
-                         plan_human(plan.embed_lm_head, el, sizeof el), plan_human(plan.expert_cache, ec, sizeof ec),
-                         (double)(plan.vectors + plan.index) / 1e6, plan_human(plan.available, have, sizeof have),
-                         plan_human(plan.model_total - plan.available, gap, sizeof gap));
-    }
-    const int direct = reads_direct(m, &plan);
-    /* The cache first: the trunk copies the layer templates, which must name it. */
-    if (m->params.expert_cache_bytes < 0 || m->inputs.experts == 0) {
-        expert_cache_free(m->cache);
-        m->cache = NULL;
-    } else {
-        int slots;
-        if ((s = plan_expert_slots(&m->inputs, (uint64_t)m->params.expert_cache_bytes, &slots, err)) != K3_OK ||
-            (s = expert_cache_start(m->cache, slots, m->params.io_threads, direct, m->params.fault_expert_read,
-                                    err)) != K3_OK)
-            return s;
-        for (int i = 0; i < m->n_layers; i++)
-            m->layers[i].moe.cache = m->cache;
-    }
-    if (m->params.trunk_bytes < 0) {
-        trunk_free(m->trunk);
-        m->trunk = NULL;
-    } else {
-        trunk_layout layout;
-        if ((s = plan_trunk_layout(&m->inputs, (uint64_t)m->params.trunk_bytes, &layout, err)) != K3_OK ||
-            (s = trunk_start(m->trunk, &layout, direct, m->params.progress, m->params.progress_user, err)) != K3_OK)
-            return s;
-    }
-    return K3_OK;
-}
-
-k3_status model_load(const char *dir, const k3_model_params *params, model **out, k3_error *err) {
-    model *m;
-    k3_status s = open_tables(dir, params, 0, &m, err);
-    if (s != K3_OK)
-        return s;
-    if ((s = start_streaming(m, err)) != K3_OK) {
-        model_free(m);
-        return s;
-    }
-    *out = m;
-    return K3_OK;
-}
-
-void model_free(model *m) {
-    if (!m)
-        return;
-    trunk_free(m->trunk);
-    expert_cache_free(m->cache);
-    for (int i = 0; i < m->n_owned; i++)
-        free(m->owned[i]);
-    free(m->owned);
-    free(m->layers);
-    free(m->experts);
-    st_close(m->tensors);
-    if (m->locks_ready) {
-        pthread_mutex_destroy(&m->stream_lock);
-        pthread_mutex_destroy(&m->stats_lock);
-    }
-    free(m);
+k3_status weights_bind(model *m, int dry, k3_error *err) {
+    loader L = {m, "", err, "", dry, -1, calloc(st_count(m->tensors) + 1, 1)};
+    k3_status s = L.used ? K3_OK
+                         : error_set(err, K3_ERR_OUT_OF_MEMORY, "model: out of memory for %zu tensor flags",
+                                     st_count(m->tensors));
+    if (s == K3_OK && (s = bind_all(&L)) == K3_OK)
+        s = check_unused(&L);
+    free(L.used);
+    if (s == K3_ERR_TENSOR && m->config.defaults[0])
+        note_defaults(m, err);
+    return s == K3_OK ? finish_inputs(m, err) : s;
 }
 
 void weights_inputs_from_config(const k3_config *c, plan_inputs *in) {

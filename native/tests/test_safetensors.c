@@ -718,3 +718,50 @@ TEST(st_every_allocation_failure_is_reported_and_leaks_nothing) {
     }
     tf_rmtree(dir);
 }
+
+/* ---- a shard that changes after it was opened --------------------------------------------- */
+
+TEST(st_check_unchanged_names_a_shard_truncated_overwritten_replaced_or_removed) {
+    enum { TRUNCATED, OVERWRITTEN, REPLACED, REMOVED, KINDS };
+    for (int kind = 0; kind < KINDS; kind++) {
+        char dir[64], path[128];
+        CHECK(tf_mkdtemp(dir));
+        CHECK(write_shard(dir, "model.safetensors", small, N_SMALL, 3) == 0);
+        tf_path(path, sizeof path, dir, "model.safetensors");
+        st_set *set;
+        k3_error err = {0};
+        CHECK_OK(st_open(dir, &set, &err), err);
+        CHECK_OK(st_check_unchanged(set, &err), err);
+        const st_shard *sh = st_shard_at(set, 0);
+        const unsigned long long size = (unsigned long long)sh->size;
+        char want[256];
+        if (kind == TRUNCATED) {
+            CHECK(truncate(path, 100) == 0);
+            snprintf(want, sizeof want, "%llu bytes, modified at", size);
+        } else if (kind == OVERWRITTEN) {
+            /* The same size; the modification time set apart from the open's, as a write
+             * in the same clock tick could leave it. */
+            const int fd = open(path, O_WRONLY);
+            CHECK(fd >= 0);
+            CHECK(pwrite(fd, "zz", 2, (off_t)size - 2) == 2);
+            const struct timespec later[2] = {{sh->mtime_ns / 1000000000 + 5, 0}, {sh->mtime_ns / 1000000000 + 5, 0}};
+            CHECK(futimens(fd, later) == 0);
+            close(fd);
+            snprintf(want, sizeof want, "now): the model is no longer the one loaded");
+        } else if (kind == REPLACED) {
+            CHECK(unlink(path) == 0);
+            CHECK(write_shard(dir, "model.safetensors", small, N_SMALL, 4) == 0);
+            snprintf(want, sizeof want, "another file has taken its name");
+        } else {
+            CHECK(unlink(path) == 0);
+            snprintf(want, sizeof want, "it cannot be read now (No such file or directory");
+        }
+        const k3_status s = st_check_unchanged(set, &err);
+        CHECK_ERROR(s, err, K3_ERR_IO, want);
+        CHECK_ERROR(s, err, K3_ERR_IO, path);
+        if (kind == TRUNCATED)
+            CHECK_ERROR(s, err, K3_ERR_IO, " 100 bytes, modified at");
+        st_close(set);
+        tf_rmtree(dir);
+    }
+}

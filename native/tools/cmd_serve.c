@@ -10,7 +10,9 @@
  * end (plus any `k3_checkpoints` positions it names). A client that disconnects cancels
  * its request, waiting or running. Binds 127.0.0.1 unless asked otherwise, and refuses a
  * non-loopback address without --allow-non-loopback. Options are described by cli_usage()
- * in k3.c. It does not sample, batch requests, serve several models, or speak TLS. */
+ * in k3.c. The OpenAI wire format (request bodies, answers, stream chunks) is openai.c's;
+ * this file holds the queue, client watching, prefill and generation. It does not sample,
+ * batch requests, serve several models, or speak TLS. */
 #include <arpa/inet.h>
 #include <errno.h>
 #if defined(__GLIBC__)
@@ -37,6 +39,7 @@
 #include "http.h"
 #include "json.h"
 #include "k3.h"
+#include "openai.h"
 #include "run_memory.h"
 #include "strbuf.h"
 
@@ -45,8 +48,6 @@
 #define LINGER_MS 1000           /* gentle close: how long to drain what the peer still sends */
 #define WATCH_MS 50              /* how often a running request looks at its client */
 #define MIRRORED_CHECKPOINTS 64  /* prefixes remembered as checkpointed */
-#define MAX_STOP_STRINGS 4
-#define MAX_REQUEST_CHECKPOINTS 16
 #define THREAD_STACK_BYTES (1024 * 1024)
 
 typedef struct serve_options {
@@ -251,29 +252,6 @@ static void send_json(conn *c, int status, const strbuf *body, const char *extra
     http_send_response(c->fd, status, "application/json", extra_headers, body->data ? body->data : "", body->len);
 }
 
-static const char *error_type(int status) {
-    switch (status) {
-    case 401: return "authentication_error";
-    case 404: return "not_found_error";
-    case 429: return "rate_limit_error";
-    case 500:
-    case 503: return "server_error";
-    default: return "invalid_request_error";
-    }
-}
-
-/* The OpenAI error object: {"error":{"message","type","param":null,"code"}}. */
-static void error_json(strbuf *b, int status, const char *code, const char *message) {
-    strbuf_puts(b, "{\"error\":{\"message\":");
-    strbuf_json_string(b, message, strlen(message));
-    strbuf_printf(b, ",\"type\":\"%s\",\"param\":null,\"code\":", error_type(status));
-    if (code)
-        strbuf_json_string(b, code, strlen(code));
-    else
-        strbuf_printf(b, "%d", status);
-    strbuf_puts(b, "}}");
-}
-
 static void send_error(conn *c, int status, const char *code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static void send_error(conn *c, int status, const char *code, const char *fmt, ...) {
     char message[1024];
@@ -283,9 +261,14 @@ static void send_error(conn *c, int status, const char *code, const char *fmt, .
     va_end(ap);
     strbuf b;
     strbuf_init(&b);
-    error_json(&b, status, code, message);
+    openai_error_json(&b, status, code, message);
     send_json(c, status, &b, status == 429 || status == 503 ? "Retry-After: 1\r\n" : status == 401 ? "WWW-Authenticate: Bearer\r\n" : NULL);
     strbuf_free(&b);
+}
+
+/* Answers a request the wire format refused (openai.c). */
+static void send_refusal(conn *c, const openai_error *err) {
+    send_error(c, err->status, err->code, "%s", err->message);
 }
 
 /* ---- the engine queue ------------------------------------------------------------------- */
@@ -425,6 +408,11 @@ static void watch_stop(watch *w) {
 
 /* ---- prefill with checkpoints ----------------------------------------------------------- */
 
+/* The same idea as the language server's EngineSession.prefill (server/engine/runner.ts):
+ * a mirror of the checkpointed prefixes says where a prompt can resume, the engine decides
+ * what it actually reuses (k3_sync), and the named boundaries are checkpointed on the way.
+ * Here it runs in one piece under the queue; there in scheduler slices. */
+
 static uint64_t prefix_hash(const int32_t *ids, int n) {
     uint64_t h = 1469598103934665603ULL;
     for (int i = 0; i < n; i++) {
@@ -507,15 +495,14 @@ static k3_status prefill(server *s, const int32_t *ids, int n, int *bounds, int 
 typedef struct gen {
     conn *c;
     watch w;
-    int chat, stream, include_usage;
+    openai_reply r;       /* id, time, model, chat or text completion */
+    int stream, include_usage;
     int continuous_usage; /* every streamed chunk carries the usage so far (vLLM's stream option) */
     int cached;           /* prompt tokens reused, once the prompt is in */
     int max_tokens;
-    char id[64];
-    long created;
     /* completions: stop strings, and the text held back while it may still start one */
-    const char *stop[MAX_STOP_STRINGS];
-    size_t stop_len[MAX_STOP_STRINGS];
+    const char *stop[OPENAI_MAX_STOP_STRINGS];
+    size_t stop_len[OPENAI_MAX_STOP_STRINGS];
     int n_stop;
     strbuf text;    /* completions: the text so far; chat: the content */
     strbuf reasoning;
@@ -545,20 +532,11 @@ static void send_event(gen *g, const strbuf *json) {
     }
 }
 
-static void chunk_prefix(gen *g, strbuf *b) {
-    strbuf_printf(b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%ld,\"model\":", g->id,
-                  g->chat ? "chat.completion.chunk" : "text_completion", g->created);
-    strbuf_json_string(b, g->c->s->model_name, strlen(g->c->s->model_name));
-    strbuf_puts(b, ",\"choices\":[");
-}
-
-static void usage_json(strbuf *b, int prompt, int generated, int cached);
-
 /* Ends a streamed chunk: `}` after the choices, with the usage so far when asked for. */
 static void chunk_end(gen *g, strbuf *b) {
     if (g->continuous_usage && g->prompt_ids) {
         strbuf_puts(b, ",");
-        usage_json(b, g->n_prompt, g->generated, g->cached);
+        openai_usage_json(b, g->n_prompt, g->generated, g->cached);
     }
     strbuf_puts(b, "}");
 }
@@ -569,16 +547,8 @@ static void send_piece(gen *g, int channel, const char *text, size_t n) {
         return;
     strbuf b;
     strbuf_init(&b);
-    chunk_prefix(g, &b);
-    if (g->chat) {
-        strbuf_printf(&b, "{\"index\":0,\"delta\":{\"%s\":", channel == CHAT_REASONING ? "reasoning_content" : "content");
-        strbuf_json_string(&b, text, n);
-        strbuf_puts(&b, "},\"logprobs\":null,\"finish_reason\":null}]");
-    } else {
-        strbuf_puts(&b, "{\"index\":0,\"text\":");
-        strbuf_json_string(&b, text, n);
-        strbuf_puts(&b, ",\"logprobs\":null,\"finish_reason\":null}]");
-    }
+    openai_chunk_begin(&b, &g->r);
+    openai_chunk_piece(&b, &g->r, channel, text, n);
     chunk_end(g, &b);
     send_event(g, &b);
     strbuf_free(&b);
@@ -637,14 +607,6 @@ static void on_channel(void *user, int channel, const char *text, size_t n) {
     }
 }
 
-/* Appends `"key":[ids]` to b. */
-static void ids_json(strbuf *b, const char *key, const int32_t *ids, size_t n) {
-    strbuf_printf(b, "\"%s\":[", key);
-    for (size_t i = 0; i < n; i++)
-        strbuf_printf(b, i ? ",%d" : "%d", ids[i]);
-    strbuf_puts(b, "]");
-}
-
 static int on_token(void *user, int32_t id) {
     gen *g = user;
     server *s = g->c->s;
@@ -662,7 +624,7 @@ static int on_token(void *user, int32_t id) {
         if (!g->out_ids.failed)
             g->out_ids.v[g->out_ids.n++] = id;
     }
-    if (g->chat) {
+    if (g->r.chat) {
         chat_parser_feed(&g->parser, id);
     } else {
         int stop = 0;
@@ -682,33 +644,25 @@ static int on_token(void *user, int32_t id) {
     return atomic_load(&g->w.gone) || g->stop_hit;
 }
 
-static void usage_json(strbuf *b, int prompt, int generated, int cached) {
-    strbuf_printf(b,
-                  "\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,"
-                  "\"prompt_tokens_details\":{\"cached_tokens\":%d}}",
-                  prompt, generated, prompt + generated, cached);
-}
-
 /* The last events of a stream, or the whole response. */
 static void finish(gen *g, const char *finish_reason, int prompt, int cached) {
     conn *c = g->c;
     strbuf b;
     strbuf_init(&b);
     if (g->stream) {
-        if (!g->chat && g->text.len > g->sent) {
+        if (!g->r.chat && g->text.len > g->sent) {
             send_piece(g, 0, g->text.data + g->sent, g->text.len - g->sent);
             g->sent = g->text.len;
         }
-        chunk_prefix(g, &b);
-        strbuf_printf(&b, "{\"index\":0,%s\"logprobs\":null,\"finish_reason\":\"%s\"}]",
-                      g->chat ? "\"delta\":{}," : "\"text\":\"\",", finish_reason);
+        openai_chunk_begin(&b, &g->r);
+        openai_chunk_finish(&b, &g->r, finish_reason);
         chunk_end(g, &b);
         send_event(g, &b);
         if (g->include_usage) {
             strbuf_clear(&b);
-            chunk_prefix(g, &b);
+            openai_chunk_begin(&b, &g->r);
             strbuf_puts(&b, "],");
-            usage_json(&b, prompt, g->generated, cached);
+            openai_usage_json(&b, prompt, g->generated, cached);
             strbuf_puts(&b, "}");
             send_event(g, &b);
         }
@@ -717,32 +671,12 @@ static void finish(gen *g, const char *finish_reason, int prompt, int cached) {
         strbuf_free(&b);
         return;
     }
-    strbuf_printf(&b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%ld,\"model\":", g->id,
-                  g->chat ? "chat.completion" : "text_completion", g->created);
-    strbuf_json_string(&b, c->s->model_name, strlen(c->s->model_name));
-    if (g->return_token_ids) {
-        strbuf_puts(&b, ",");
-        ids_json(&b, "prompt_token_ids", g->prompt_ids, (size_t)g->n_prompt);
-    }
-    const char *text = g->text.data ? g->text.data : "";
-    if (g->chat) {
-        strbuf_puts(&b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
-        strbuf_json_string(&b, text, g->text.len);
-        strbuf_puts(&b, ",\"reasoning_content\":");
-        strbuf_json_string(&b, g->reasoning.data ? g->reasoning.data : "", g->reasoning.len);
-        strbuf_puts(&b, "},");
-    } else {
-        strbuf_puts(&b, ",\"choices\":[{\"index\":0,\"text\":");
-        strbuf_json_string(&b, text, g->text.len);
-        strbuf_puts(&b, ",");
-    }
-    if (g->return_token_ids) {
-        ids_json(&b, "token_ids", g->out_ids.v, g->out_ids.n);
-        strbuf_puts(&b, ",");
-    }
-    strbuf_printf(&b, "\"logprobs\":null,\"finish_reason\":\"%s\"}],", finish_reason);
-    usage_json(&b, prompt, g->generated, cached);
-    strbuf_puts(&b, "}");
+    const openai_answer answer = {
+        g->text.data ? g->text.data : "", g->text.len, g->reasoning.data ? g->reasoning.data : "", g->reasoning.len,
+        g->prompt_ids, (size_t)g->n_prompt, g->out_ids.v, g->out_ids.n, g->return_token_ids, finish_reason,
+        prompt, g->generated, cached,
+    };
+    openai_answer_json(&b, &g->r, &answer);
     send_json(c, 200, &b, NULL);
     strbuf_free(&b);
 }
@@ -768,11 +702,12 @@ static void run_prompt(gen *g, const int32_t *ids, int n, int *bounds, int n_bou
             return;
         }
         c->status = 200;
-        if (g->chat) {
+        if (g->r.chat) {
             strbuf b;
             strbuf_init(&b);
-            chunk_prefix(g, &b);
-            strbuf_puts(&b, "{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}");
+            openai_chunk_begin(&b, &g->r);
+            openai_chunk_role(&b);
+            strbuf_puts(&b, "}");
             send_event(g, &b);
             strbuf_free(&b);
         }
@@ -803,7 +738,7 @@ static void run_prompt(gen *g, const int32_t *ids, int n, int *bounds, int n_bou
         if (st == K3_ERR_CONTEXT_FULL)
             st = K3_OK; /* ends like the limit */
     }
-    if (g->chat)
+    if (g->r.chat)
         chat_parser_finish(&g->parser);
     else if (!g->stop_hit) {
         char rest[4];
@@ -824,7 +759,7 @@ static void run_prompt(gen *g, const int32_t *ids, int n, int *bounds, int n_bou
         if (g->stream) {
             strbuf b;
             strbuf_init(&b);
-            error_json(&b, 500, k3_status_name(st), detail);
+            openai_error_json(&b, 500, k3_status_name(st), detail);
             send_event(g, &b);
             strbuf_free(&b);
             c->status = 500;
@@ -836,129 +771,30 @@ static void run_prompt(gen *g, const int32_t *ids, int n, int *bounds, int n_bou
     finish(g, reason, n, reused);
 }
 
-/* ---- request parsing ------------------------------------------------------------------------ */
+/* ---- the two generation routes ------------------------------------------------------------- */
 
-/* Checks the fields every generation request shares; 0, or an error was sent. */
-static int common_fields(conn *c, const json_value *root, gen *g) {
-    server *s = c->s;
-    const json_value *v;
-    if ((v = json_get(root, "model")) && !json_is_null(v)) {
-        size_t len;
-        const char *name = json_string(v, &len);
-        if (!name) {
-            send_error(c, 400, NULL, "'model' must be a string");
-            return -1;
-        }
-        if (strcmp(name, s->model_name)) {
-            send_error(c, 404, "model_not_found", "The model '%.200s' does not exist; this server serves '%s' (GET /v1/models).",
-                       name, s->model_name);
-            return -1;
-        }
-    }
-    double t = 0;
-    if ((v = json_get(root, "temperature")) && !json_is_null(v) && (!json_number(v, &t) || t != 0)) {
-        send_error(c, 400, NULL, "k3 serve decodes greedily: 'temperature' must be 0 or absent");
-        return -1;
-    }
-    int64_t n = 1;
-    if ((v = json_get(root, "n")) && !json_is_null(v) && (!json_int(v, 1, 1, &n))) {
-        send_error(c, 400, NULL, "'n' must be 1: k3 serve answers one choice per request");
-        return -1;
-    }
-    static const char *const penalties[] = {"presence_penalty", "frequency_penalty", "repetition_penalty"};
-    for (int i = 0; i < 3; i++) {
-        double p = 0;
-        if ((v = json_get(root, penalties[i])) && !json_is_null(v) &&
-            (!json_number(v, &p) || p != (i == 2 ? 1.0 : 0.0))) {
-            send_error(c, 400, NULL, "'%s' is not supported (greedy decoding only)", penalties[i]);
-            return -1;
-        }
-    }
-    bool b = false;
-    if ((v = json_get(root, "stream")) && !json_is_null(v) && !json_bool(v, &b)) {
-        send_error(c, 400, NULL, "'stream' must be a boolean");
-        return -1;
-    }
-    g->stream = b;
-    const json_value *so = json_get(root, "stream_options");
-    bool usage = false;
-    if (so && !json_is_null(so) &&
-        (json_type(so) != JSON_OBJECT || ((v = json_get(so, "include_usage")) && !json_is_null(v) && !json_bool(v, &usage)))) {
-        send_error(c, 400, NULL, "'stream_options' must be an object with a boolean 'include_usage'");
-        return -1;
-    }
-    g->include_usage = usage;
-    bool continuous = false;
-    if (so && !json_is_null(so) && (v = json_get(so, "continuous_usage_stats")) && !json_is_null(v) && !json_bool(v, &continuous)) {
-        send_error(c, 400, NULL, "'stream_options.continuous_usage_stats' must be a boolean");
-        return -1;
-    }
-    g->continuous_usage = continuous;
-    bool ids = false;
-    if ((v = json_get(root, "return_token_ids")) && !json_is_null(v) && !json_bool(v, &ids)) {
-        send_error(c, 400, NULL, "'return_token_ids' must be a boolean");
-        return -1;
-    }
-    g->return_token_ids = ids;
-    int64_t mt = -1;
-    const json_value *max = json_get(root, "max_completion_tokens");
-    if (!max || json_is_null(max))
-        max = json_get(root, "max_tokens");
-    if (max && !json_is_null(max) && !json_int(max, 0, INT32_MAX, &mt)) {
-        send_error(c, 400, NULL, "'max_tokens' must be a non-negative integer");
-        return -1;
-    }
-    g->max_tokens = (int)mt;
-    return 0;
+/* The number of the next answer's id; every generation request takes one, refused or not. */
+static unsigned long take_reply_number(server *s) {
+    pthread_mutex_lock(&s->mu);
+    const unsigned long n = ++s->next_id;
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
-/* The prompt of /v1/completions as ids, or -1 after an error. A string is tokenized later,
- * under the engine (the tokenizer is used by one thread at a time): *text is set then. */
-static int completion_prompt(conn *c, const json_value *root, int32_t **ids, const char **text, size_t *text_len) {
-    const json_value *p = json_get(root, "prompt");
-    *ids = NULL;
-    *text = NULL;
-    if (json_type(p) == JSON_ARRAY && json_len(p) == 1 &&
-        (json_type(json_at(p, 0)) == JSON_STRING || json_type(json_at(p, 0)) == JSON_ARRAY))
-        p = json_at(p, 0); /* a batch of one */
-    if (json_type(p) == JSON_STRING) {
-        *text = json_string(p, text_len);
-        return 0;
-    }
-    if (json_type(p) != JSON_ARRAY) {
-        send_error(c, 400, NULL, "'prompt' must be a string or an array of token ids (one prompt per request)");
-        return -1;
-    }
-    const size_t n = json_len(p);
-    *ids = malloc(sizeof **ids * (n ? n : 1));
-    if (!*ids) {
-        send_error(c, 500, NULL, "out of memory for %zu prompt ids", n);
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        int64_t id;
-        if (!json_int(json_at(p, i), 0, c->s->vocab - 1, &id)) {
-            free(*ids);
-            *ids = NULL;
-            send_error(c, 400, NULL, "'prompt'[%zu] is not a token id (an integer in 0..%d)", i, c->s->vocab - 1);
-            return -1;
-        }
-        (*ids)[i] = (int32_t)id;
-    }
-    return (int)n;
-}
-
-static void gen_init(gen *g, conn *c, int chat) {
+static void gen_init(gen *g, conn *c, int chat, unsigned long number, const openai_common *req) {
     memset(g, 0, sizeof *g);
     g->c = c;
-    g->chat = chat;
+    g->r.chat = chat;
+    g->r.model = c->s->model_name;
+    g->stream = req->stream;
+    g->include_usage = req->include_usage;
+    g->continuous_usage = req->continuous_usage;
+    g->return_token_ids = req->return_token_ids;
+    g->max_tokens = req->max_tokens;
     strbuf_init(&g->text);
     strbuf_init(&g->reasoning);
-    pthread_mutex_lock(&c->s->mu);
-    const unsigned long id = ++c->s->next_id;
-    pthread_mutex_unlock(&c->s->mu);
-    snprintf(g->id, sizeof g->id, "%s-%lx-%lu", chat ? "chatcmpl" : "cmpl", (unsigned long)c->s->started, id);
-    g->created = (long)time(NULL);
+    snprintf(g->r.id, sizeof g->r.id, "%s-%lx-%lu", chat ? "chatcmpl" : "cmpl", (unsigned long)c->s->started, number);
+    g->r.created = (long)time(NULL);
 }
 
 static void gen_free(gen *g) {
@@ -982,97 +818,33 @@ static int hold_engine(conn *c) {
 }
 
 static void handle_completions(conn *c, const json_value *root) {
+    const unsigned long number = take_reply_number(c->s);
+    openai_completion req;
+    openai_error refusal;
+    if (openai_read_completion(root, c->s->model_name, c->s->vocab, &req, &refusal)) {
+        send_refusal(c, &refusal);
+        return;
+    }
     gen g;
-    gen_init(&g, c, 0);
+    gen_init(&g, c, 0, number, &req.common);
+    for (int i = 0; i < req.n_stop; i++) {
+        g.stop[i] = req.stop[i];
+        g.stop_len[i] = req.stop_len[i];
+    }
+    g.n_stop = req.n_stop;
+    g.heal = req.healed;
+    g.heal_len = req.healed_len;
     int32_t *ids = NULL;
-    const char *text = NULL;
-    size_t text_len = 0;
-    int bounds[MAX_REQUEST_CHECKPOINTS];
-    int n_bounds = 0;
-    const json_value *v;
-    if (common_fields(c, root, &g))
-        goto done;
-    if (g.max_tokens < 0)
-        g.max_tokens = 16; /* the OpenAI default for completions */
-    static const char *const unsupported[] = {"suffix", "echo", "logprobs", "best_of"};
-    for (int i = 0; i < 4; i++) {
-        bool flag = false;
-        int64_t one = 0;
-        size_t len = 0;
-        v = json_get(root, unsupported[i]);
-        if (!v || json_is_null(v) || (json_bool(v, &flag) && !flag) || (i == 3 && json_int(v, 1, 1, &one)) || (i == 2 && json_int(v, 0, 0, &one)) ||
-            (json_string(v, &len) && len == 0))
-            continue;
-        send_error(c, 400, NULL, "'%s' is not supported by k3 serve (K3 has no fill-in-the-middle tokens; greedy, one choice)",
-                   unsupported[i]);
-        goto done;
-    }
-    if ((v = json_get(root, "stop")) && !json_is_null(v)) {
-        const json_value *one = json_type(v) == JSON_STRING ? v : NULL;
-        const size_t count = one ? 1 : json_len(v);
-        if ((!one && json_type(v) != JSON_ARRAY) || count > MAX_STOP_STRINGS) {
-            send_error(c, 400, NULL, "'stop' must be a string or an array of at most %d strings", MAX_STOP_STRINGS);
-            goto done;
-        }
-        for (size_t i = 0; i < count; i++) {
-            size_t len = 0;
-            const char *str = json_string(one ? one : json_at(v, i), &len);
-            if (!str) {
-                send_error(c, 400, NULL, "'stop' must hold strings");
-                goto done;
-            }
-            if (len) {
-                g.stop[g.n_stop] = str;
-                g.stop_len[g.n_stop++] = len;
-            }
-        }
-    }
-    if ((v = json_get(root, "k3_checkpoints")) && !json_is_null(v)) {
-        if (json_type(v) != JSON_ARRAY || json_len(v) > MAX_REQUEST_CHECKPOINTS) {
-            send_error(c, 400, NULL, "'k3_checkpoints' must be an array of at most %d prompt positions", MAX_REQUEST_CHECKPOINTS);
-            goto done;
-        }
-        for (size_t i = 0; i < json_len(v); i++) {
-            int64_t b;
-            if (!json_int(json_at(v, i), 0, INT32_MAX, &b)) {
-                send_error(c, 400, NULL, "'k3_checkpoints'[%zu] is not a prompt position", i);
-                goto done;
-            }
-            bounds[n_bounds++] = (int)b;
-        }
-    }
-    /* k3_heal: true backs a text prompt off to its last piece here; a string is the text the
-     * client already took off the prompt's end. */
-    bool heal = false;
-    size_t given_len = 0;
-    const char *given = (v = json_get(root, "k3_heal")) ? json_string(v, &given_len) : NULL;
-    if (v && !json_is_null(v) && !given && !json_bool(v, &heal)) {
-        send_error(c, 400, NULL, "'k3_heal' must be a boolean or the string the prompt was backed off by");
-        goto done;
-    }
-    if (given && (given_len == 0 || given_len > K3_TOKEN_MAX_BYTES * 16)) {
-        send_error(c, 400, NULL, "'k3_heal' holds %zu bytes: 1 to %d", given_len, K3_TOKEN_MAX_BYTES * 16);
-        goto done;
-    }
-    int n = completion_prompt(c, root, &ids, &text, &text_len);
-    if (n < 0)
-        goto done;
-    if (heal && !text) {
-        send_error(c, 400, NULL, "'k3_heal': true backs a text prompt off to its last piece: the prompt must be a string");
-        goto done;
-    }
-    if (given) {
-        g.heal = given;
-        g.heal_len = given_len;
-    }
     if (hold_engine(c))
         goto done;
-    if (text) {
+    if (req.text) {
         /* Token healing: the prompt ends at the start of its last piece, which the answer's
          * first tokens spell again and the answer leaves out (docs/PROMPTS.md). */
+        const char *text = req.text;
+        const size_t text_len = req.text_len;
         size_t cut = text_len;
-        k3_status st = heal ? k3_tokenizer_last_piece(c->s->tok, text, text_len, &cut) : K3_OK;
-        if (heal) {
+        k3_status st = req.heal ? k3_tokenizer_last_piece(c->s->tok, text, text_len, &cut) : K3_OK;
+        if (req.heal) {
             g.heal = text + cut;
             g.heal_len = text_len - cut;
         }
@@ -1083,155 +855,49 @@ static void handle_completions(conn *c, const json_value *root) {
             st = ids ? k3_tokenize(c->s->tok, text, cut, 1, ids, cut + 1, &got) : K3_ERR_OUT_OF_MEMORY;
         if (st != K3_OK)
             send_error(c, 400, NULL, "the prompt cannot be tokenized (%s): %s", k3_status_name(st), k3_tokenizer_error(c->s->tok));
-        else if (got == 0 && heal)
+        else if (got == 0 && req.heal)
             send_error(c, 400, NULL, "'k3_heal': the prompt is a single piece (%zu bytes); healing needs text before it",
                        text_len);
         else
-            run_prompt(&g, ids, (int)got, bounds, n_bounds);
+            run_prompt(&g, ids, (int)got, req.checkpoints, req.n_checkpoints);
     } else {
-        run_prompt(&g, ids, n, bounds, n_bounds);
+        run_prompt(&g, req.ids, req.n_ids, req.checkpoints, req.n_checkpoints);
     }
     release_engine(c->s);
 done:
     free(ids);
     gen_free(&g);
-}
-
-/* A message's text: a string, null, or an array of {"type":"text","text":...} parts
- * (joined); NULL after an error was sent. *owned holds a joined copy to free. */
-static const char *message_text(conn *c, const json_value *v, size_t i, const char *field, size_t *len, char **owned) {
-    *owned = NULL;
-    *len = 0;
-    if (!v || json_is_null(v))
-        return "";
-    if (json_type(v) == JSON_STRING)
-        return json_string(v, len);
-    if (json_type(v) == JSON_ARRAY) {
-        strbuf b;
-        strbuf_init(&b);
-        for (size_t k = 0; k < json_len(v); k++) {
-            const json_value *part = json_at(v, k);
-            size_t n;
-            const char *t = json_string(json_get(part, "text"), &n);
-            if (!json_string_is(json_get(part, "type"), "text") || !t) {
-                strbuf_free(&b);
-                send_error(c, 400, NULL, "messages[%zu].%s: only text parts ({\"type\":\"text\",\"text\":...}) are supported", i,
-                           field);
-                return NULL;
-            }
-            strbuf_append(&b, t, n);
-        }
-        strbuf_append(&b, "", 0);
-        if (b.failed) {
-            strbuf_free(&b);
-            send_error(c, 500, NULL, "out of memory");
-            return NULL;
-        }
-        *owned = b.data;
-        *len = b.len;
-        return b.data;
-    }
-    send_error(c, 400, NULL, "messages[%zu].%s must be a string, null or an array of text parts", i, field);
-    return NULL;
+    openai_completion_free(&req);
 }
 
 static void handle_chat(conn *c, const json_value *root) {
+    const unsigned long number = take_reply_number(c->s);
+    openai_chat req;
+    openai_error refusal;
+    if (openai_read_chat(root, c->s->model_name, &req, &refusal)) {
+        send_refusal(c, &refusal);
+        return;
+    }
     gen g;
-    gen_init(&g, c, 1);
-    chat_message *msgs = NULL;
-    char **owned = NULL;
-    size_t n_msgs = 0;
+    gen_init(&g, c, 1, number, &req.common);
     chat_ids ids = {0};
-    const json_value *v;
-    if (common_fields(c, root, &g))
-        goto done;
-    if ((v = json_get(root, "stop")) && !json_is_null(v) && !(json_type(v) == JSON_ARRAY && json_len(v) == 0)) {
-        send_error(c, 400, NULL, "'stop' is supported by /v1/completions only; chat replies end at the model's stop tokens");
-        goto done;
-    }
-    bool thinking = true;
-    const json_value *kw = json_get(root, "chat_template_kwargs");
-    if (kw && !json_is_null(kw) &&
-        (json_type(kw) != JSON_OBJECT || ((v = json_get(kw, "thinking")) && !json_is_null(v) && !json_bool(v, &thinking)))) {
-        send_error(c, 400, NULL, "'chat_template_kwargs' must be an object with a boolean 'thinking'");
-        goto done;
-    }
-    const char *effort = "max";
-    if ((v = json_get(root, "reasoning_effort")) && !json_is_null(v)) {
-        static const char *const efforts[] = {"low", "medium", "high", "max"};
-        effort = NULL;
-        for (int i = 0; i < 4; i++)
-            if (json_string_is(v, efforts[i]))
-                effort = efforts[i];
-        if (!effort) {
-            send_error(c, 400, NULL, "'reasoning_effort' must be one of low, medium, high, max");
-            goto done;
-        }
-    }
-    const json_value *m = json_get(root, "messages");
-    if (json_type(m) != JSON_ARRAY || json_len(m) == 0) {
-        send_error(c, 400, NULL, "'messages' must be a non-empty array");
-        goto done;
-    }
-    n_msgs = json_len(m);
-    msgs = calloc(n_msgs, sizeof *msgs);
-    owned = calloc(n_msgs * 2, sizeof *owned);
-    if (!msgs || !owned) {
-        send_error(c, 500, NULL, "out of memory for %zu messages", n_msgs);
-        goto done;
-    }
-    for (size_t i = 0; i < n_msgs; i++) {
-        const json_value *msg = json_at(m, i);
-        const json_value *role = json_get(msg, "role");
-        if (json_type(msg) != JSON_OBJECT) {
-            send_error(c, 400, NULL, "messages[%zu] must be an object", i);
-            goto done;
-        }
-        if (json_string_is(role, "system") || json_string_is(role, "developer"))
-            msgs[i].role = CHAT_SYSTEM;
-        else if (json_string_is(role, "user"))
-            msgs[i].role = CHAT_USER;
-        else if (json_string_is(role, "assistant"))
-            msgs[i].role = CHAT_ASSISTANT;
-        else {
-            send_error(c, 400, NULL, "messages[%zu].role must be system, developer, user or assistant (tools are not supported)", i);
-            goto done;
-        }
-        if ((v = json_get(msg, "tool_calls")) && !json_is_null(v) && !(json_type(v) == JSON_ARRAY && json_len(v) == 0)) {
-            send_error(c, 400, NULL, "messages[%zu].tool_calls: tools are not supported", i);
-            goto done;
-        }
-        msgs[i].content = message_text(c, json_get(msg, "content"), i, "content", &msgs[i].content_len, &owned[2 * i]);
-        if (!msgs[i].content)
-            goto done;
-        const json_value *r = json_get(msg, "reasoning_content");
-        if (!r || json_is_null(r))
-            r = json_get(msg, "reasoning");
-        msgs[i].reasoning = message_text(c, r, i, "reasoning_content", &msgs[i].reasoning_len, &owned[2 * i + 1]);
-        if (!msgs[i].reasoning)
-            goto done;
-    }
     if (hold_engine(c))
         goto done;
-    const k3_status st = chat_render(&c->s->fmt, msgs, n_msgs, thinking, effort, 1, &ids);
+    const k3_status st = chat_render(&c->s->fmt, req.messages, req.n_messages, req.thinking, req.effort, 1, &ids);
     if (st != K3_OK) {
         send_error(c, st == K3_ERR_OUT_OF_MEMORY ? 500 : 400, NULL, "the messages cannot be rendered (%s): %s",
                    k3_status_name(st), k3_tokenizer_error(c->s->tok));
     } else if (ids.n > INT32_MAX) {
         send_error(c, 400, "context_length_exceeded", "the conversation is too long");
     } else {
-        chat_parser_init(&g.parser, &c->s->fmt, thinking, on_channel, &g);
+        chat_parser_init(&g.parser, &c->s->fmt, req.thinking, on_channel, &g);
         run_prompt(&g, ids.v, (int)ids.n, NULL, 0);
     }
     release_engine(c->s);
 done:
-    if (owned)
-        for (size_t i = 0; i < n_msgs * 2; i++)
-            free(owned[i]);
-    free(owned);
-    free(msgs);
     chat_ids_free(&ids);
     gen_free(&g);
+    openai_chat_free(&req);
 }
 
 /* ---- routing ---------------------------------------------------------------------------- */
@@ -1245,19 +911,31 @@ static int same_secret(const char *a, const char *b) {
     return diff == 0;
 }
 
+/* 200 {"status":"ok", ...} while the model is the one loaded; 503 {"status":"error",
+ * "error":{"type":"io","message":...}, ...} once a shard changed on disk under it (every
+ * request then fails with that message until k3 serve is restarted). */
 static void handle_health(conn *c) {
     server *s = c->s;
+    char changed[1024];
+    const int ok = k3_model_check(s->model, changed, sizeof changed) == K3_OK;
     strbuf b;
     strbuf_init(&b);
+    if (ok) {
+        strbuf_puts(&b, "{\"status\":\"ok\",");
+    } else {
+        strbuf_puts(&b, "{\"status\":\"error\",\"error\":{\"type\":\"io\",\"message\":");
+        strbuf_json_string(&b, changed, strlen(changed));
+        strbuf_puts(&b, "},");
+    }
     pthread_mutex_lock(&s->mu);
     strbuf_printf(&b,
-                  "{\"status\":\"ok\",\"busy\":%s,\"queued\":%d,\"queue\":%d,\"served\":%lu,\"refused\":%lu,"
+                  "\"busy\":%s,\"queued\":%d,\"queue\":%d,\"served\":%lu,\"refused\":%lu,"
                   "\"evicted\":%lu,\"connections\":%d,\"checkpoints\":%d,\"checkpoint_bytes\":%zu,\"checkpoint_limit\":%zu}",
                   s->busy ? "true" : "false", s->n_waiting, s->o.queue, s->served, s->refused, s->evicted, s->connections - s->closing,
                   s->checkpoints,
                   s->checkpoint_bytes, (size_t)s->o.checkpoint_mb << 20);
     pthread_mutex_unlock(&s->mu);
-    send_json(c, 200, &b, NULL);
+    send_json(c, ok ? 200 : 503, &b, NULL);
     strbuf_free(&b);
 }
 
@@ -1298,7 +976,7 @@ static void route(conn *c, http_request *req) {
         strbuf_init(&b);
         char message[160];
         snprintf(message, sizeof message, "%s takes %s, not %.16s", routes[r].path, routes[r].method, req->method);
-        error_json(&b, 405, "method_not_allowed", message);
+        openai_error_json(&b, 405, "method_not_allowed", message);
         send_json(c, 405, &b, allow);
         strbuf_free(&b);
         return;

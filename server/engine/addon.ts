@@ -9,6 +9,9 @@ export interface NativeModel {
   readonly vocabSize: number;
   readonly hiddenSize: number;
   readonly layerCount: number;
+  /** undefined while the model is still the one loaded; else the Error its next pass throws
+   * (code "io", naming the shard that changed on disk: k3_model_check). */
+  check(): Error | undefined;
   close(): void;
 }
 

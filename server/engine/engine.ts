@@ -119,6 +119,13 @@ export class Model {
     }
   }
 
+  /** undefined while the model is still the one loaded; else the EngineError "io" every
+   * pass now fails with, naming the shard that changed on disk (k3_model_check). */
+  changed(): EngineError | undefined {
+    const e = this.native.check();
+    return e ? (toEngineError(e) as EngineError) : undefined;
+  }
+
   /** Frees the weights. Close every session first. */
   close(): void {
     this.native.close();

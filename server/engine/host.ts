@@ -5,7 +5,9 @@
 // flash before it starts) and anyone may wait for it to end (whenLoadEnds). Loads and
 // unloads take the engine exclusively from the scheduler, so no job runs on a model being
 // replaced. Saving the load's timing is best effort: storage that cannot be written never
-// fails a load. It decides nothing about prompts or results.
+// fails a load. A model whose files change on disk under it is reported as an `error` phase
+// naming the file (checkFiles); the engine refuses it until it is loaded again. It decides
+// nothing about prompts or results.
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -201,8 +203,8 @@ export class EngineHost {
             modelPath: dir,
             model,
             tokenizer,
-            completion: new EngineSession(completion, this.scheduler),
-            chat: new EngineSession(chat, this.scheduler),
+            completion: new EngineSession(completion, this.scheduler, () => this.checkFiles()),
+            chat: new EngineSession(chat, this.scheduler, () => this.checkFiles()),
             fingerprint: fingerprint(dir),
             info,
           };
@@ -254,6 +256,25 @@ export class EngineHost {
       }
       this.events.changed();
     }
+  }
+
+  /** After a failed engine call: when the loaded model's files changed on disk under it
+   * (the engine then refuses every pass, naming the file), the phase becomes `error` with
+   * that problem and the reload action, until a load replaces the model. */
+  checkFiles(): void {
+    const l = this.loaded;
+    if (!l || this.phase === 'error') return;
+    const changed = l.model.changed();
+    if (!changed) return;
+    this.phase = 'error';
+    this.problem = new K3Failure(
+      'model-invalid',
+      `The model files changed on disk while the engine ran; load the model again: ${changed.detail}`,
+      changed.code,
+      changed.detail,
+      'load-model',
+    ).problem();
+    this.events.changed();
   }
 
   /** Abandons a load in progress (its promise rejects with Cancelled). */

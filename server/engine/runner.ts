@@ -4,7 +4,8 @@
 // runs in chunks of tokens, streaming them. Chunks are sized from measured speed to take
 // about SLICE_MS each, so another lane waits at most about that long. A mirror of what the
 // session holds (its live sequence and the checkpoints taken) tells where to resume; the
-// engine decides what it actually reuses and reports it.
+// engine decides what it actually reuses and reports it. `k3 serve` does the same in one
+// piece per request (prefill in native/tools/cmd_serve.c).
 import { Cancelled } from '../errors';
 import type { Job, Scheduler } from '../scheduler';
 import { EngineError, type GenerateStats, type Session } from './engine';
@@ -86,7 +87,20 @@ export class EngineSession {
   constructor(
     readonly session: Session,
     private readonly scheduler: Scheduler,
+    /** Told of every failed engine call before it is thrown (the host asks the model
+     * whether its files changed). */
+    private readonly onFailure?: (e: unknown) => void,
   ) {}
+
+  /** One engine call as a scheduler slice; a failure is reported, then thrown. */
+  private async slice<T>(job: Job, call: () => Promise<T>): Promise<T> {
+    try {
+      return await this.scheduler.slice(job, this.session, call);
+    } catch (e) {
+      this.onFailure?.(e);
+      throw e;
+    }
+  }
 
   get maxContext(): number {
     return this.session.maxContext;
@@ -137,7 +151,7 @@ export class EngineSession {
       const s0 = Date.now();
       let r: { reused: number; length: number };
       try {
-        r = await this.scheduler.slice(job, this.session, () => this.session.sync(slice));
+        r = await this.slice(job, () => this.session.sync(slice));
       } catch (e) {
         this.live = []; // unknown: a cancelled sync keeps an unknown part
         throw e;
@@ -156,7 +170,7 @@ export class EngineSession {
 
   /** Checkpoints the live sequence (which must be `ids`). */
   async checkpoint(job: Job, ids: readonly number[]): Promise<void> {
-    await this.scheduler.slice(job, this.session, () => this.session.checkpoint());
+    await this.slice(job, () => this.session.checkpoint());
     const at = this.checkpoints.findIndex((c) => c.length === ids.length && commonPrefix(c, ids) === c.length);
     if (at >= 0) this.checkpoints.splice(at, 1);
     this.checkpoints.push(Array.from(ids));
@@ -186,14 +200,14 @@ export class EngineSession {
       if (ids.length > 0) {
         // k3_generate leaves its last token undecoded; decode it before going on.
         const seq = all.slice();
-        await this.scheduler.slice(job, this.session, () => this.session.sync(seq));
+        await this.slice(job, () => this.session.sync(seq));
         this.live = seq;
       }
       const want = Math.min(req.maxTokens - ids.length, this.generateClock.tokens(), this.maxContext - all.length);
       const g0 = Date.now();
       let stats: GenerateStats;
       try {
-        stats = await this.scheduler.slice(job, this.session, () =>
+        stats = await this.slice(job, () =>
           this.session.generate({
             maxTokens: want,
             specMax: req.specMax,
@@ -238,12 +252,12 @@ export class EngineSession {
   /** Saves the live sequence's state to path. */
   async saveState(job: Job, path: string): Promise<void> {
     job.stage = 'save';
-    await this.scheduler.slice(job, this.session, () => this.session.saveState(path));
+    await this.slice(job, () => this.session.saveState(path));
   }
 
   /** Loads a saved state; the mirror follows. EngineError "state" when unusable. */
   async loadState(job: Job, path: string): Promise<number> {
-    const tokens = await this.scheduler.slice(job, this.session, async () => {
+    const tokens = await this.slice(job, async () => {
       await this.session.loadState(path);
       return this.session.tokens();
     });

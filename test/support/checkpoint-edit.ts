@@ -17,6 +17,24 @@ export function linkCopy(src: string): string {
   return dir;
 }
 
+/** A fresh directory like linkCopy's whose shards are its own files (copies, not links),
+ * for tests that truncate or overwrite a shard under a running engine. */
+export function independentCopy(src: string): string {
+  const dir = linkCopy(src);
+  for (const f of fs.readdirSync(dir).filter((f) => f.endsWith('.safetensors'))) {
+    const file = path.join(dir, f);
+    rewrite(file, fs.readFileSync(file));
+  }
+  return dir;
+}
+
+/** The largest shard of a checkpoint directory. */
+export function largestShard(dir: string): string {
+  const shards = fs.readdirSync(dir).filter((f) => f.endsWith('.safetensors'));
+  shards.sort((a, b) => fs.statSync(path.join(dir, b)).size - fs.statSync(path.join(dir, a)).size);
+  return path.join(dir, shards[0]);
+}
+
 /** Replaces a linked file by an independent one with the given bytes. */
 export function rewrite(file: string, bytes: Buffer | string): void {
   fs.unlinkSync(file);

@@ -10,7 +10,7 @@
  * end (plus any `k3_checkpoints` positions it names). A client that disconnects cancels
  * its request, waiting or running. Binds 127.0.0.1 unless asked otherwise, and refuses a
  * non-loopback address without --allow-non-loopback. Options are described by cli_usage()
- * in k3.c. The OpenAI wire format (request bodies, answers, stream chunks) is openai.c's;
+ * in main.c. The OpenAI wire format (request bodies, answers, stream chunks) is openai.c's;
  * this file holds the queue, client watching, prefill and generation. It does not sample,
  * batch requests, serve several models, or speak TLS. */
 #include <arpa/inet.h>
@@ -40,6 +40,7 @@
 #include "json.h"
 #include "k3.h"
 #include "openai.h"
+#include "options.h"
 #include "run_memory.h"
 #include "strbuf.h"
 
@@ -114,84 +115,32 @@ static void sleep_ms(int ms) { poll(NULL, 0, ms); }
 
 /* ---- options ---------------------------------------------------------------------------- */
 
-static int usage_error(const char *fmt, const char *arg) {
-    fprintf(stderr, "k3 serve: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n\n");
-    cli_usage(stderr);
-    return 2;
-}
-
-static int parse_ll(const char *s, long long lo, long long hi, long long *out) {
-    char *end;
-    errno = 0;
-    const long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 /* 0 to go on, else the exit status (-1: done, exit 0). */
 static int parse_options(int argc, char **argv, serve_options *o) {
     if (argc < 2 || argv[1][0] == '-')
-        return usage_error("%s", "usage: k3 serve MODEL_DIR [--port N] [--host ADDR] [options]");
+        return options_usage_error("k3 serve", "%s", "usage: k3 serve MODEL_DIR [--port N] [--host ADDR] [options]");
     *o = (serve_options){.model_dir = argv[1], .host = "127.0.0.1", .port = 8080, .threads = 1, .batch = 128,
                          .max_context = 8192, .queue = 16, .max_connections = 128, .spec = 8, .checkpoint_mb = 256,
                          .max_body = 16LL << 20};
     run_memory_init(&o->memory);
-    for (int i = 2; i < argc; i++) {
-        const int mem = run_memory_option(&o->memory, argc, argv, &i, o->model_dir);
-        if (mem < 0)
-            return 2;
-        if (mem == 2)
-            return -1;
-        if (mem)
-            continue;
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--allow-non-loopback")) {
-            o->allow_non_loopback = 1;
-            continue;
-        }
-        const char **text = !strcmp(a, "--host")         ? &o->host
-                            : !strcmp(a, "--model-name") ? &o->model_name
-                            : !strcmp(a, "--tok")        ? &o->tok_dir
-                                                         : NULL;
-        struct {
-            const char *name;
-            long long lo, hi;
-        } const ints[] = {{"--port", 0, 65535},          {"--threads", 1, 1024},     {"--batch", 1, 4096},
-                          {"--ctx", 16, 1 << 24},        {"--queue", 0, 4096},       {"--max-connections", 1, 4096},
-                          {"--spec", 0, 16},             {"--checkpoint-mb", 0, 1 << 20},
-                          {"--max-body", 1024, 1LL << 34}};
-        long long *ll = NULL;
-        int k = -1;
-        for (int j = 0; j < (int)(sizeof ints / sizeof ints[0]); j++)
-            if (!strcmp(a, ints[j].name))
-                k = j;
-        if (!text && k < 0)
-            return usage_error("unknown option '%s'", a);
-        if (!v)
-            return usage_error("%s needs a value", a);
-        i++;
-        if (text) {
-            *text = v;
-            continue;
-        }
-        long long value;
-        if (parse_ll(v, ints[k].lo, ints[k].hi, &value))
-            return usage_error("bad value '%s'", v);
-        int *targets[] = {&o->port,  &o->threads, &o->batch,        &o->max_context,
-                          &o->queue, &o->max_connections, &o->spec, &o->checkpoint_mb};
-        if (k == 8)
-            ll = &o->max_body;
-        if (ll)
-            *ll = value;
-        else
-            *targets[k] = (int)value;
-    }
-    return 0;
+    const option table[] = {
+        {"--allow-non-loopback", OPTION_FLAG, &o->allow_non_loopback, 0, 0},
+        {"--host", OPTION_TEXT, &o->host, 0, 0},
+        {"--model-name", OPTION_TEXT, &o->model_name, 0, 0},
+        {"--tok", OPTION_TEXT, &o->tok_dir, 0, 0},
+        {"--port", OPTION_INT, &o->port, 0, 65535},
+        {"--threads", OPTION_INT, &o->threads, 1, 1024},
+        {"--batch", OPTION_INT, &o->batch, 1, 4096},
+        {"--ctx", OPTION_INT, &o->max_context, 16, 1 << 24},
+        {"--queue", OPTION_INT, &o->queue, 0, 4096},
+        {"--max-connections", OPTION_INT, &o->max_connections, 1, 4096},
+        {"--spec", OPTION_INT, &o->spec, 0, 16},
+        {"--checkpoint-mb", OPTION_INT, &o->checkpoint_mb, 0, 1 << 20},
+        {"--max-body", OPTION_LONG, &o->max_body, 1024, (double)(1LL << 34)},
+    };
+    const option_parser parser = {"k3 serve", table, (int)(sizeof table / sizeof table[0]), &o->memory, o->model_dir,
+                                  NULL, NULL};
+    return options_parse(&parser, argc, argv, 2);
 }
 
 /* The address to bind for `host`, and whether it is loopback; refuses (exit 2) a

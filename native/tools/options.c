@@ -26,14 +26,17 @@ static int take_value(const option_parser *p, const option *o, const char *v) {
     }
     char *end;
     errno = 0;
-    if (o->kind == OPTION_INT) {
+    if (o->kind == OPTION_INT || o->kind == OPTION_LONG) {
         const long long n = strtoll(v, &end, 10);
         if (errno || end == v || *end || n < (long long)o->lo || n > (long long)o->hi) {
             fprintf(stderr, "%s: %s '%s': expected a whole number from %.0f to %.0f\n", p->command, o->name, v, o->lo,
                     o->hi);
             return 2;
         }
-        *(int *)o->target = (int)n;
+        if (o->kind == OPTION_LONG)
+            *(long long *)o->target = n;
+        else
+            *(int *)o->target = (int)n;
         return 0;
     }
     const double x = strtod(v, &end);

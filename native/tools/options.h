@@ -14,6 +14,7 @@ typedef enum option_kind {
     OPTION_FLAG,     /* no value: *(int *)target = 1 */
     OPTION_TEXT,     /* *(const char **)target = the value, as given */
     OPTION_INT,      /* *(int *)target = a whole number in [lo, hi] */
+    OPTION_LONG,     /* *(long long *)target = a whole number in [lo, hi] (byte counts) */
     OPTION_REAL,     /* *(double *)target = a number in [lo, hi] */
     OPTION_POSITIVE  /* *(double *)target = a number in (0, hi] */
 } option_kind;

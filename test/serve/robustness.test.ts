@@ -201,15 +201,17 @@ test('a burst of 50 concurrent requests is served or refused with 429, never cra
             : requestStream(serve.port, '/v1/chat/completions', { ...chat(i), stream: true }).status,
         ),
       );
-    // Warm-up: every prompt once, then one burst (allocator arenas and thread stacks reach
+    // Warm-up: every prompt once, then two bursts (allocator arenas and thread stacks reach
     // their working size).
     for (let i = 0; i < 3; i++) {
       assert.equal((await requestJson(serve.port, 'POST', '/v1/completions', completion(i))).status, 200);
       assert.equal((await requestJson(serve.port, 'POST', '/v1/chat/completions', chat(i))).status, 200);
     }
-    const warm = await burst();
+    // Two warm-up bursts: on a loaded machine the first bursts' threads can still meet a
+    // fresh allocator arena (a one-time step of about a MiB was seen), which is not a leak;
+    // a leak grows with every burst after them.
+    const statuses = [...(await burst()), ...(await burst())];
     const before = serve.rssKiB();
-    const statuses = [...warm];
     const samples: number[] = [];
     for (let k = 0; k < 3; k++) {
       statuses.push(...(await burst()));
@@ -217,7 +219,7 @@ test('a burst of 50 concurrent requests is served or refused with 429, never cra
     }
     const served = statuses.filter((s) => s === 200).length;
     const refused = statuses.filter((s) => s === 429 || s === 503).length;
-    t.diagnostic(`4 bursts of 50: ${served} served, ${refused} refused; VmRSS ${before} KiB after the warm-up, then ${samples.join(', ')} KiB`);
+    t.diagnostic(`5 bursts of 50: ${served} served, ${refused} refused; VmRSS ${before} KiB after the warm-up, then ${samples.join(', ')} KiB`);
     assert.deepEqual(statuses.filter((s) => s !== 200 && s !== 429 && s !== 503), []);
     assert.ok(served >= 4 && refused >= 1, `${served} served, ${refused} refused`);
     const growth = samples[samples.length - 1] - before;

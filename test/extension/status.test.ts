@@ -34,7 +34,16 @@ test('with the remote backend the tooltip names the server and says presets appl
   assert.doesNotMatch(remote.ariaLabel, /Preset: laptop/);
 });
 
-const status = (over: Partial<StatusResult>): StatusResult => ({ engineVersion: '0.1.0', phase: 'ready', preset: 'auto', queued: { completion: 0, chat: 0 }, storage: {}, ...over });
+const localRole = { backend: 'embedded', where: '/ext/media/models/k3-mini', phase: 'ready', model: 'k3-mini' } as const;
+const status = (over: Partial<StatusResult>): StatusResult => ({
+  engineVersion: '0.1.0',
+  phase: 'ready',
+  preset: 'auto',
+  queued: { completion: 0, chat: 0 },
+  storage: {},
+  roles: { completions: localRole, chat: localRole },
+  ...over,
+});
 
 test('a remote server loading its model is shown as such, in the status bar and the chat, and the tooltip names server and context', () => {
   const view = engineFromStatus(

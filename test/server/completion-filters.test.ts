@@ -58,7 +58,7 @@ test('repeated-lines: three identical lines in a row keep only the first', () =>
   assert.equal(r.note?.rule, 'repeated-lines');
 });
 
-test('repeated-lines: a block of two lines three times in a row keeps the first block; closing braces in turn are not a loop', () => {
+test('repeated-lines: a block of two lines three times in a row keeps up to its first end; closing braces in turn are not a loop', () => {
   // k3-mini continuing "Write a TypeScript function that reverses a string" in the chat panel.
   const doc = [
     '    /// of the error.',
@@ -72,9 +72,10 @@ test('repeated-lines: a block of two lines three times in a row keeps the first 
     '    /// If the error is called with',
   ];
   const r = filterJunk(doc, ctx({ linePrefix: '' }));
-  assert.deepEqual(r.lines, doc.slice(0, 4));
+  // The block found first is `///` then the sentence (lines 2-3), so the cut ends with the sentence.
+  assert.deepEqual(r.lines, doc.slice(0, 3));
   assert.equal(r.note?.rule, 'repeated-lines');
-  assert.match(r.note?.detail ?? '', /lines 3-4 repeat 3 times/);
+  assert.match(r.note?.detail ?? '', /lines 2-3 repeat 3 times/);
   const braces = ['      }', '    }', '', '  }', '}', '', '}', '}', ''];
   assert.equal(filterJunk(braces, ctx({ linePrefix: '' })).note, undefined);
 });

@@ -88,7 +88,8 @@ async function selectPreset(ctx: Ctx): Promise<void> {
       });
     }
   }
-  const model = ctx.settings.backend === 'local' ? ctx.model : undefined;
+  const roles = ctx.settings.roles;
+  const model = roles.completions.backend !== 'remote' || roles.chat.backend !== 'remote' ? ctx.model : undefined;
   const items = presetItems(presets, current, available, facts, 'auto', model).map((item) => ({
     ...item,
     alwaysShow: true,
@@ -137,13 +138,13 @@ async function selectModelFolder(ctx: Ctx): Promise<void> {
 
 async function clearWorkspaceState(ctx: Ctx): Promise<void> {
   const yes = 'Delete';
-  const remote = ctx.settings.backend === 'remote';
+  const remote = ctx.settings.roles.completions.backend === 'remote' && ctx.settings.roles.chat.backend === 'remote';
   const pick = await vscode.window.showWarningMessage(
     'Delete K3’s chat history and saved engine state for this workspace?',
     {
       modal: true,
       detail: remote
-        ? `Folder: ${ctx.storagePath}\n\nSaved engine state belongs to the local engine only; with the remote backend only the chat history is kept here.`
+        ? `Folder: ${ctx.storagePath}\n\nSaved engine state belongs to the local engine only; with both roles on remote servers only the chat history is kept here.`
         : `Folder: ${ctx.storagePath}`,
     },
     yes,

@@ -24,6 +24,13 @@ import { describeRemote, engineFromStatus, lastSpeed, type EngineView } from './
 import { StatusBar } from './statusBar';
 import { legacyStorageFolders, workspaceIdentity, workspaceStorageFolder } from './storage';
 
+/** What the server is started with for the roles: a role's server counts only while the
+ * role is remote, so setting an endpoint before choosing `remote` restarts nothing. */
+function rolesKey(s: Settings): string {
+  const role = (r: Settings['roles']['chat']): unknown => (r.backend === 'remote' ? r : r.backend);
+  return JSON.stringify([role(s.roles.completions), role(s.roles.chat)]);
+}
+
 /** The command behind each button of the chat panel's notice. */
 const CHAT_ACTION_COMMANDS: Record<ChatActionView, string> = {
   'choose-model-folder': 'k3.selectModelFolder',
@@ -246,7 +253,7 @@ export class Ctx {
       void this.lifecycle.restart('K3: loading the engine with the new model folder');
       return;
     }
-    if (JSON.stringify(before.roles) !== JSON.stringify(this.settings.roles)) {
+    if (rolesKey(before) !== rolesKey(this.settings)) {
       const remote = this.settings.roles.completions.backend === 'remote' && this.settings.roles.chat.backend === 'remote';
       void this.lifecycle.restart(remote ? 'K3: connecting to the remote server' : 'K3: starting the engine for the new backends');
       return;

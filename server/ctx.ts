@@ -1,7 +1,7 @@
 // ctx.ts - the server's one context object: the connection and documents, the settings and
 // initialization options, the workspace store, the scheduler, the engine host and the
-// remote backends, each role (ghost text, chat) on its own (roles.ts), and the features (completions, chat, status) that
-// every handler reaches through it. It wires
+// remote backends, each role (ghost text, chat) on its own (roles.ts), and the features
+// (completions, chat, status) that every handler reaches through it. It wires
 // them together and keeps the few cross-cutting decisions (which preset, where files go,
 // what a settings change resets); the behaviour lives in the modules it holds. Each service
 // declares the little it uses of this object (CompletionServiceHost, ChatServiceHost,
@@ -20,6 +20,7 @@ import {
   type K3Problem,
   type LoadProgress,
   type PresetInfo,
+  type RemoteOptions,
   type Role,
   type ServerSettings,
 } from '../protocol/lsp';
@@ -107,7 +108,7 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, Status
 
   /** A remote backend; `tokenizerDir`: where the completion prompt's tokenizer may be (the
    * chat role sends messages, not ids). */
-  private newRemote(options: RolesPlan['chat']['remote'] & object, tokenizerDir: string | undefined): RemoteBackend {
+  private newRemote(options: RemoteOptions, tokenizerDir: string | undefined): RemoteBackend {
     return new RemoteBackend(options, tokenizerDir || undefined, {
       changed: () => this.status.changed(),
       log: (m) => this.log(m),
@@ -133,9 +134,16 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, Status
     return ROLES.some((r) => this.remotes[r] === undefined);
   }
 
-  /** Why the chat role cannot be served (two different local models), with both numbers. */
+  /** Why the chat role cannot be served (two different local models), with both numbers;
+   * worked out once, since the plan holds for the server's life. */
   chatRefusal(): K3Problem | undefined {
-    const c = this.plan.conflict;
+    if (this.refusal === undefined) this.refusal = this.refusalOf(this.plan.conflict) ?? null;
+    return this.refusal ?? undefined;
+  }
+
+  private refusal: K3Problem | null | undefined;
+
+  private refusalOf(c: RolesPlan['conflict']): K3Problem | undefined {
     if (!c) return undefined;
     const size = (dir: string): string => {
       try {

@@ -37,7 +37,7 @@ after(() => new Promise<void>((resolve) => server.close(() => resolve())));
 test('the listing is asked at <endpoint>/v1/models, /v1 added only when missing', () => {
   assert.equal(String(modelsUrl('http://gpu:8000')), 'http://gpu:8000/v1/models');
   assert.equal(String(modelsUrl('https://gpu/api/v1/')), 'https://gpu/api/v1/models');
-  assert.match(String(modelsUrl('gpu:8000')), /not an http:\/\/ or https:\/\/ URL|is not a URL/);
+  assert.equal(String(modelsUrl('gpu:8000')), 'the endpoint must be an http:// or https:// URL, not gpu:');
   assert.match(String(modelsUrl('not a url')), /is not a URL/);
 });
 

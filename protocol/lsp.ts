@@ -493,8 +493,9 @@ export interface ChatMessage {
   completionModel?: string;
 }
 
-/** `stop-token`: the model ended its turn; `length`: the token limit; `stopped`:
- * `k3/chat/stop` or a cancelled request. */
+/** `stop-token`: the model ended its turn (or, in a continuation from a model not trained
+ * for chat, the junk filter ended it where it began to loop); `length`: the token limit;
+ * `stopped`: `k3/chat/stop` or a cancelled request. */
 export type ChatStopReason = 'stop-token' | 'length' | 'stopped';
 
 export interface ConversationSummary {

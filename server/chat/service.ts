@@ -484,6 +484,7 @@ export class ChatService {
         filter: this.ctx.settings.completions.filter,
       });
     let raw = '';
+    let filtered = false;
     const gen = await es.generate(job, prompt, {
       maxTokens,
       specMax: this.ctx.settings.engine.speculation,
@@ -492,7 +493,10 @@ export class ChatService {
       onTokens: (ids) => {
         for (const id of ids) if (!stopIds.includes(id)) raw += decoder.push(id);
         const finished = raw.lastIndexOf('\n');
-        if (finished >= 0 && judge(raw.slice(0, finished)).note) job.stop();
+        if (finished >= 0 && !filtered && judge(raw.slice(0, finished)).note) {
+          filtered = true;
+          job.stop();
+        }
       },
     });
     raw += decoder.end();
@@ -502,7 +506,9 @@ export class ChatService {
       this.ctx.log(`chat turn (continuation): filter ${verdict.note.rule} ${verdict.note.action} it: ${verdict.note.detail}`);
     }
     if (content) this.stream(conversationId, messageId, 'content', content, gen.ids.length);
-    return { reasoning: '', content, stopReason: gen.end, stats: turnStats(conversationId, 'none', prompt.length, prefill, gen) };
+    // Ended by the filter, not by the user: the reply is over, as if the model had ended it.
+    const stopReason = filtered && gen.end === 'stopped' ? 'stop-token' : gen.end;
+    return { reasoning: '', content, stopReason, stats: turnStats(conversationId, 'none', prompt.length, prefill, gen) };
   }
 
   /** Records a turn that left no engine state of its own: a remote server's, or a

@@ -4,11 +4,13 @@
 // HTTP. Each request goes to its role's backend (k3 serve's request log holds the chat and
 // no completion; the engine's status holds the completion), the status names both roles,
 // and a chat from k3-mini's window is a real chat reply, not k3-mini's continuation. Two
-// different local models are refused for chat, naming both sizes, while ghost text goes on.
+// different local models are refused for chat, naming both sizes, while ghost text goes on;
+// both roles on one folder load it once. A key goes to the role that names a server.
 import assert from 'node:assert/strict';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
-import { ChatSendRequest, ChatStopRequest, K3ErrorCodes, StatusRequest, type InitializationOptions } from '../../protocol/lsp';
+import { ChatSendRequest, ChatStopRequest, K3ErrorCodes, RemoteApiKeyRequest, StatusRequest, type InitializationOptions } from '../../protocol/lsp';
+import { ErrorCodes } from 'vscode-languageserver-protocol/node';
 import { ensureFixture } from '../support/fixtures';
 import { type ServerHandle, startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';
 import { addonFile, repoRoot } from '../support/paths';
@@ -118,6 +120,33 @@ test('two different local models: chat is refused naming both folders and sizes,
     await server.open(uri, 'python', 'def mul(a, b):\n    return ');
     await server.complete(uri, 1, '    return '.length);
     assert.equal((await server.connection.sendRequest(StatusRequest.type)).lastCompletion?.source, 'engine');
+  } finally {
+    await server.shutdown();
+  }
+});
+
+test('a new API key goes to the remote role; naming a role on the local engine is refused', { timeout: TEST_TIMEOUT_MS }, async () => {
+  assert.deepEqual(await ls.connection.sendRequest(RemoteApiKeyRequest.type, { apiKey: '', role: 'chat' }), { phase: 'ready' });
+  const e = await failure(ls.connection.sendRequest(RemoteApiKeyRequest.type, { apiKey: 'k', role: 'completions' }));
+  assert.equal(e.code, ErrorCodes.InvalidParams);
+  assert.match(e.message, /the completions role uses the local engine/);
+});
+
+test('both roles on one local folder load it once and both answer from it', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const server = await startServer({
+    modelPath: k3mini,
+    settings,
+    roles: { completions: { backend: 'embedded', modelPath: k3mini }, chat: { backend: 'local', modelPath: k3mini } },
+  });
+  try {
+    await waitReady(server);
+    const s = await server.connection.sendRequest(StatusRequest.type);
+    assert.equal(s.roles.completions.model, 'k3-mini');
+    assert.equal(s.roles.chat.model, 'k3-mini');
+    assert.equal(s.roles.chat.phase, 'ready');
+    const r = await server.connection.sendRequest(ChatSendRequest.type, { message: 'def add(a, b):' });
+    assert.equal(r.message.completionModel, 'k3-mini', 'chat ran on the one loaded k3-mini');
+    assert.equal(server.logs.filter((l) => /^model loaded from /.test(l)).length, 1, server.logs.join('\n'));
   } finally {
     await server.shutdown();
   }

@@ -83,6 +83,7 @@ test('k3-mini asked to write a function shows only what passes the junk filter, 
     await waitReady(server);
     const r = await server.connection.sendRequest(ChatSendRequest.type, { message: 'Write a TypeScript function that reverses a string' });
     assert.equal(r.message.completionModel, 'k3-mini');
+    assert.equal(r.message.stopReason, 'stop-token', 'ended by the filter, not shown as stopped by the user');
     const lines = r.message.content.split('\n');
     const verdict = filterJunk(lines, { linePrefix: '', lineAbove: '', maxLineLength: maxLineLength(lines), asciiFile: true });
     assert.equal(verdict.note, undefined, `the shown reply passes the filter: ${JSON.stringify(r.message.content)}`);

@@ -1,12 +1,15 @@
-// apiKey.ts - the remote backend's API key: kept in SecretStorage only (never in settings or
-// the log), read when a server starts, and handed to a running server that uses the remote
-// backend whenever it changes (here or in another window), which checks the remote server
+// apiKey.ts - the remote backends' API keys: the shared server's, and a role's own for a role
+// with its own endpoint (k3.chat.remote.endpoint, k3.completions.remote.endpoint), kept in
+// SecretStorage only (never in settings or the log), read when a server starts, and handed
+// to a running server for each remote role whenever one changes (here or in another window), which checks the remote server
 // again with it. A server that cannot take it is restarted with it instead.
 import type * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
-import { RemoteApiKeyRequest } from '../protocol/lsp';
+import { RemoteApiKeyRequest, type Role } from '../protocol/lsp';
 import { describeRequestError } from './chatBackend';
-import { REMOTE_API_KEY_SECRET, type Settings } from './settings';
+import { REMOTE_API_KEY_SECRET, roleApiKeySecret, type Settings } from './settings';
+
+const ROLES: readonly Role[] = ['completions', 'chat'];
 
 export interface ApiKeyHost {
   readonly output: vscode.LogOutputChannel;
@@ -25,10 +28,12 @@ export class RemoteApiKey {
     private readonly host: ApiKeyHost,
   ) {}
 
-  /** The remote backend's API key from SecretStorage (undefined when none is set). */
-  async get(): Promise<string | undefined> {
+  /** The API key a role's server gets: the role's own when it has one, else the shared
+   * server's; without `role`, the shared one (undefined when none is set). */
+  async get(role?: Role): Promise<string | undefined> {
     try {
-      return (await this.secrets.get(REMOTE_API_KEY_SECRET)) || undefined;
+      const own = role ? await this.secrets.get(roleApiKeySecret(role)) : undefined;
+      return own || (await this.secrets.get(REMOTE_API_KEY_SECRET)) || undefined;
     } catch (e) {
       this.host.output.warn(`Reading the remote API key from the secret storage failed: ${String(e)}`);
       return undefined;
@@ -40,19 +45,32 @@ export class RemoteApiKey {
    * uses the remote backend, which checks the server again with it. The key itself is never
    * logged.
    */
-  async set(key: string): Promise<void> {
-    if (key) await this.secrets.store(REMOTE_API_KEY_SECRET, key);
-    else await this.secrets.delete(REMOTE_API_KEY_SECRET);
+  async set(key: string, role?: Role): Promise<void> {
+    const secret = role ? roleApiKeySecret(role) : REMOTE_API_KEY_SECRET;
+    if (key) await this.secrets.store(secret, key);
+    else await this.secrets.delete(secret);
     await this.push();
   }
 
-  /** Hands the stored key to a running server that uses the remote backend. */
+  /** Each remote role's key, for the server's initializationOptions. */
+  async keys(): Promise<Partial<Record<Role, string>>> {
+    const out: Partial<Record<Role, string>> = {};
+    for (const role of ROLES) {
+      if (this.host.settings().roles[role].backend !== 'remote') continue;
+      const key = await this.get(role);
+      if (key) out[role] = key;
+    }
+    return out;
+  }
+
+  /** Hands the stored keys to a running server, one for each remote role. */
   async push(): Promise<void> {
     this.host.forgetProblem();
     const client = this.host.client();
-    if (this.host.settings().backend !== 'remote' || !client?.isRunning()) return;
+    const remote = ROLES.filter((r) => this.host.settings().roles[r].backend === 'remote');
+    if (remote.length === 0 || !client?.isRunning()) return;
     try {
-      await client.sendRequest(RemoteApiKeyRequest.type, { apiKey: (await this.get()) ?? '' });
+      for (const role of remote) await client.sendRequest(RemoteApiKeyRequest.type, { apiKey: (await this.get(role)) ?? '', role });
       await this.host.refreshStatus();
     } catch (e) {
       this.host.output.warn(`k3/remote/setApiKey failed: ${describeRequestError(e)}; restarting the engine with the new key`);

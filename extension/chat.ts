@@ -255,6 +255,17 @@ export class ChatController {
   }
 }
 
+const CHAT_ACTIONS: Record<ChatActionView, true> = {
+  'choose-model-folder': true,
+  'open-remote-settings': true,
+  'choose-chat-backend': true,
+  'choose-completion-backend': true,
+};
+
+function isChatAction(v: unknown): v is ChatActionView {
+  return typeof v === 'string' && Object.hasOwn(CHAT_ACTIONS, v);
+}
+
 /**
  * Checks a message that arrived from the page (untyped at run time) against FromWebview;
  * undefined for anything else, which the host ignores.
@@ -280,7 +291,7 @@ export function parseFromWebview(raw: unknown): FromWebview | undefined {
     case 'insert':
       return str('text') ? { type, text: m.text as string } : undefined;
     case 'action':
-      return m.action === 'choose-model-folder' || m.action === 'open-remote-settings' ? { type, action: m.action } : undefined;
+      return isChatAction(m.action) ? { type, action: m.action } : undefined;
     default: {
       const never: never = type;
       void never;

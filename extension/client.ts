@@ -1,5 +1,5 @@
-// client.ts - builds the LanguageClient: the server bundle over Node IPC, the settings, the
-// backend (with the remote API key) and the workspace's state folder (storage.ts) as
+// client.ts - builds the LanguageClient: the server bundle over Node IPC, the settings, each
+// role's backend (with its remote API key) and the workspace's state folder (storage.ts) as
 // initializationOptions, the ghost-text middleware, and an error handler that restarts after a crash but hands the decision to the user after an
 // out-of-memory, a missing model or a crash loop (the default handler's four silent
 // restarts of a multi-minute model load would look like a hang).
@@ -14,7 +14,7 @@ import {
   type LanguageClientOptions,
   type ServerOptions,
 } from 'vscode-languageclient/node';
-import type { InitializationOptions } from '../protocol/lsp';
+import type { InitializationOptions, Role, RoleOptions } from '../protocol/lsp';
 import type { CompletionPolicy } from './completions';
 import type { CrashDecision } from './restart';
 import { serverSection, type Settings } from './settings';
@@ -36,14 +36,14 @@ export interface StorageLocation {
   workspace: string[];
 }
 
-/** `apiKey`: the remote backend's key from SecretStorage; it goes to the server in
+/** `keys`: each remote role's key from SecretStorage; they go to the server in
  * initializationOptions and nowhere else (never to settings or the log). */
 export function createClient(
   extension: vscode.ExtensionContext,
   settings: Settings,
   hooks: ClientHooks,
   storage: StorageLocation,
-  apiKey?: string,
+  keys: Partial<Record<Role, string>> = {},
 ): LanguageClient {
   const serverModule = extension.asAbsolutePath(path.join('dist', 'server.js'));
   const serverOptions: ServerOptions = {
@@ -51,24 +51,24 @@ export function createClient(
     debug: { module: serverModule, transport: TransportKind.ipc },
   };
   const initializationOptions: InitializationOptions = {
-    modelPath: serverModelPath(settings.backend, settings.modelPath, embeddedModelPath(extension)),
+    // The folder of the older single-backend options, and the tokenizer a remote role may send
+    // token ids with: never the embedded k3-mini while any role is remote (the roles below
+    // name k3-mini themselves where they run it).
+    modelPath: serverModelPath(
+      settings.roles.completions.backend === 'remote' || settings.roles.chat.backend === 'remote' ? 'remote' : 'local',
+      settings.modelPath,
+      embeddedModelPath(extension),
+    ),
     storagePath: storage.path,
     legacyStoragePaths: storage.legacy,
     workspace: storage.workspace,
     // Unset: the server uses the preset this workspace chose last (K3: Select Memory Preset).
     ...(settings.presetExplicit ? { preset: settings.preset } : {}),
     settings: serverSection(settings),
-    ...(settings.backend === 'remote'
-      ? {
-          backend: 'remote' as const,
-          remote: {
-            endpoint: settings.remote.endpoint,
-            model: settings.remote.model,
-            timeoutMs: settings.remote.timeoutMs,
-            ...(apiKey ? { apiKey } : {}),
-          },
-        }
-      : {}),
+    roles: {
+      completions: roleOptions(extension, settings, 'completions', keys.completions),
+      chat: roleOptions(extension, settings, 'chat', keys.chat),
+    },
   };
   const clientOptions: LanguageClientOptions = {
     documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],
@@ -91,6 +91,23 @@ export function createClient(
     },
   };
   return new LanguageClient('k3', 'K3', serverOptions, clientOptions);
+}
+
+/** What the server is told serves `role`: the embedded model's folder, k3.modelPath, or
+ * the role's server with its key. */
+export function roleOptions(extension: vscode.ExtensionContext, settings: Settings, role: Role, apiKey?: string): RoleOptions {
+  const r = settings.roles[role];
+  switch (r.backend) {
+    case 'embedded':
+      return { backend: 'embedded', modelPath: embeddedModelPath(extension) };
+    case 'local':
+      return { backend: 'local', modelPath: settings.modelPath };
+    case 'remote':
+      return {
+        backend: 'remote',
+        remote: { endpoint: r.remote.endpoint, model: r.remote.model, timeoutMs: r.remote.timeoutMs, ...(apiKey ? { apiKey } : {}) },
+      };
+  }
 }
 
 /**

@@ -5,8 +5,10 @@ import * as fs from 'node:fs';
 import * as vscode from 'vscode';
 import { PresetsListRequest, StateClearRequest, type PresetInfo } from '../protocol/lsp';
 import { describeRequestError } from './chatBackend';
+import { chooseBackend } from './chooseBackend';
 import type { Ctx } from './ctx';
 import { checkModelFolder } from './modelFolder';
+import { describeRole } from './status';
 import { useDefaultModel } from './notices';
 import { availableMemoryBytes, formatBytes, presetItems, wholeModelNote, type PresetFacts } from './presets';
 
@@ -21,6 +23,8 @@ export const commands: Record<string, (ctx: Ctx) => unknown> = {
   'k3.restartEngine': (ctx) => ctx.lifecycle.restart('K3: restarting the engine'),
   'k3.setRemoteApiKey': setRemoteApiKey,
   'k3.openRemoteSettings': () => vscode.commands.executeCommand('workbench.action.openSettings', 'k3.remote'),
+  'k3.chooseCompletionBackend': (ctx) => chooseBackend(ctx, 'completions'),
+  'k3.chooseChatBackend': (ctx) => chooseBackend(ctx, 'chat'),
 };
 
 export function registerCommands(ctx: Ctx): void {
@@ -84,7 +88,8 @@ async function selectPreset(ctx: Ctx): Promise<void> {
       });
     }
   }
-  const model = ctx.settings.backend === 'local' ? ctx.model : undefined;
+  const roles = ctx.settings.roles;
+  const model = roles.completions.backend !== 'remote' || roles.chat.backend !== 'remote' ? ctx.model : undefined;
   const items = presetItems(presets, current, available, facts, 'auto', model).map((item) => ({
     ...item,
     alwaysShow: true,
@@ -133,13 +138,13 @@ async function selectModelFolder(ctx: Ctx): Promise<void> {
 
 async function clearWorkspaceState(ctx: Ctx): Promise<void> {
   const yes = 'Delete';
-  const remote = ctx.settings.backend === 'remote';
+  const remote = ctx.settings.roles.completions.backend === 'remote' && ctx.settings.roles.chat.backend === 'remote';
   const pick = await vscode.window.showWarningMessage(
     'Delete K3’s chat history and saved engine state for this workspace?',
     {
       modal: true,
       detail: remote
-        ? `Folder: ${ctx.storagePath}\n\nSaved engine state belongs to the local engine only; with the remote backend only the chat history is kept here.`
+        ? `Folder: ${ctx.storagePath}\n\nSaved engine state belongs to the local engine only; with both roles on remote servers only the chat history is kept here.`
         : `Folder: ${ctx.storagePath}`,
     },
     yes,
@@ -175,10 +180,21 @@ async function toggleCompletions(ctx: Ctx): Promise<void> {
   await vscode.workspace.getConfiguration('k3').update('completions.enabled', enabled, targetOf('completions.enabled'));
 }
 
+/** The menu: who serves each role first (picking one chooses its backend), then every command. */
 async function showMenu(ctx: Ctx): Promise<void> {
-  const items = manifest(ctx)
-    .contributes.commands.filter((c) => c.command !== 'k3.showMenu')
-    .map((c) => ({ label: c.title, command: c.command }));
+  const roles = ctx.roles
+    ? [
+        { label: describeRole('completions', ctx.roles.completions), command: 'k3.chooseCompletionBackend' },
+        { label: describeRole('chat', ctx.roles.chat), command: 'k3.chooseChatBackend' },
+        { label: '', kind: vscode.QuickPickItemKind.Separator, command: '' },
+      ]
+    : [];
+  const items = [
+    ...roles,
+    ...manifest(ctx)
+      .contributes.commands.filter((c) => c.command !== 'k3.showMenu')
+      .map((c) => ({ label: c.title, command: c.command })),
+  ];
   const pick = await vscode.window.showQuickPick(items, { title: 'K3', placeHolder: ctx.statusBar.item.accessibilityInformation?.label });
   if (pick) await vscode.commands.executeCommand(pick.command);
 }

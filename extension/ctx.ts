@@ -8,6 +8,7 @@
 import * as vscode from 'vscode';
 import { DidChangeConfigurationNotification, type LanguageClient } from 'vscode-languageclient/node';
 import type { ModelInfo, StatusResult } from '../protocol/lsp';
+import type { ChatActionView } from '../protocol/webview';
 import { RemoteApiKey } from './apiKey';
 import { ServerChatBackend } from './chatBackend';
 import { CHAT_VIEW_ID, ChatViewProvider } from './chatView';
@@ -18,10 +19,25 @@ import { ClientLifecycle } from './lifecycle';
 import { Notices } from './notices';
 import { PresetSwitch } from './presetSwitch';
 import { LoadNotification } from './progress';
-import { REMOTE_API_KEY_SECRET, readSettings, serverSection, type Settings } from './settings';
+import { REMOTE_API_KEY_SECRET, readSettings, roleApiKeySecret, serverSection, type Settings } from './settings';
 import { describeRemote, engineFromStatus, lastSpeed, type EngineView } from './status';
 import { StatusBar } from './statusBar';
 import { legacyStorageFolders, workspaceIdentity, workspaceStorageFolder } from './storage';
+
+/** What the server is started with for the roles: a role's server counts only while the
+ * role is remote, so setting an endpoint before choosing `remote` restarts nothing. */
+function rolesKey(s: Settings): string {
+  const role = (r: Settings['roles']['chat']): unknown => (r.backend === 'remote' ? r : r.backend);
+  return JSON.stringify([role(s.roles.completions), role(s.roles.chat)]);
+}
+
+/** The command behind each button of the chat panel's notice. */
+const CHAT_ACTION_COMMANDS: Record<ChatActionView, string> = {
+  'choose-model-folder': 'k3.selectModelFolder',
+  'open-remote-settings': 'k3.openRemoteSettings',
+  'choose-chat-backend': 'k3.chooseChatBackend',
+  'choose-completion-backend': 'k3.chooseCompletionBackend',
+};
 
 export class Ctx {
   readonly output: vscode.LogOutputChannel;
@@ -41,8 +57,13 @@ export class Ctx {
   lastTokensPerSecond: number | undefined;
   /** The preset the server reports in use (the workspace's choice); the setting until it does. */
   serverPreset: string | undefined;
-  /** The remote server and model, as the server reports them (k3.backend remote). */
+  /** The remote server and model, as the server reports them, when both roles use it. */
   remoteStatus: string | undefined;
+  /** Who serves ghost text and chat, as the server reports it. */
+  roles: StatusResult['roles'] | undefined;
+  /** The chat role's state when it is not the engine's (a remote chat beside local ghost
+   * text, or a chat the server refuses). */
+  private chatOverride: EngineView | undefined;
   /** The model the local engine runs or loads, as the server reports it. */
   model: ModelInfo | undefined;
   /** Why the server cannot keep this workspace's chat history now. */
@@ -56,6 +77,7 @@ export class Ctx {
       preset: this.serverPreset ?? this.settings.preset,
       ...(this.remoteStatus ? { remote: this.remoteStatus } : {}),
       ...(this.model ? { model: this.model } : {}),
+      ...(this.roles ? { roles: this.roles } : {}),
       completionsEnabled: this.settings.completions.enabled,
       engineVersion: this.engineVersion,
       lastTokensPerSecond: this.lastTokensPerSecond,
@@ -67,8 +89,8 @@ export class Ctx {
       now: () => Date.now(),
     });
     this.chatBackend = new ServerChatBackend(() => ({
-      engine: this.engine,
-      ...(this.model ? { model: this.model } : {}),
+      engine: this.chatEngine,
+      ...(this.model && this.roles?.chat.backend !== 'remote' ? { model: this.model } : {}),
       ...(this.storageProblem ? { storageProblem: this.storageProblem } : {}),
     }));
     this.chat = new ChatViewProvider(extension.extensionUri, this.chatBackend, {
@@ -79,8 +101,7 @@ export class Ctx {
         this.statusBar.paint();
       },
       lastEditor: () => this.lastEditor,
-      runAction: (action) =>
-        void vscode.commands.executeCommand(action === 'choose-model-folder' ? 'k3.selectModelFolder' : 'k3.openRemoteSettings'),
+      runAction: (action) => void vscode.commands.executeCommand(CHAT_ACTION_COMMANDS[action]),
     });
     this.loadNotice = new LoadNotification({
       engine: () => this.engine,
@@ -100,7 +121,7 @@ export class Ctx {
           this.settings = this.readSettings();
         },
         storage: () => this.storage(),
-        apiKey: () => this.apiKey.get(),
+        apiKeys: () => this.apiKey.keys(),
         setEngine: (engine) => this.setEngine(engine),
         started: (version) => {
           this.engineVersion = version;
@@ -152,7 +173,7 @@ export class Ctx {
       vscode.workspace.onDidGrantWorkspaceTrust(() => this.settingsChanged()),
       // A key set in another window reaches this window's server too.
       extension.secrets.onDidChange((e) => {
-        if (e.key === REMOTE_API_KEY_SECRET) void this.apiKey.push();
+        if (e.key === REMOTE_API_KEY_SECRET || e.key === roleApiKeySecret('completions') || e.key === roleApiKeySecret('chat')) void this.apiKey.push();
       }),
       this.loadNotice,
     );
@@ -187,6 +208,12 @@ export class Ctx {
     return this.storage().path;
   }
 
+  /** What the chat panel's notice reads: the chat role's state. */
+  get chatEngine(): EngineView {
+    if (this.engine.kind === 'starting' || this.engine.kind === 'stopped') return this.engine;
+    return this.chatOverride ?? this.engine;
+  }
+
   private setEngine(engine: EngineView): void {
     const wasLoading = this.engine.kind === 'loading';
     this.engine = engine;
@@ -198,7 +225,15 @@ export class Ctx {
   private applyStatus(status: StatusResult): void {
     this.engineVersion = status.engineVersion;
     this.serverPreset = status.preset || undefined;
-    this.remoteStatus = status.remote ? describeRemote(status.remote) : undefined;
+    // The older one-server wording only when no role uses the local engine.
+    const allRemote = status.roles ? status.roles.completions.backend === 'remote' && status.roles.chat.backend === 'remote' : true;
+    this.remoteStatus = status.remote && allRemote ? describeRemote(status.remote) : undefined;
+    this.roles = status.roles;
+    const chat = status.roles?.chat;
+    this.chatOverride =
+      chat && !allRemote && (chat.backend === 'remote' || chat.error)
+        ? engineFromStatus({ ...status, phase: chat.phase, error: chat.error, remote: chat.remote, load: undefined }, this.chatOverride ?? this.engine, Date.now())
+        : undefined;
     this.model = status.model;
     this.storageProblem = status.storage?.problem?.message;
     this.lastTokensPerSecond = lastSpeed(status) ?? this.lastTokensPerSecond;
@@ -218,8 +253,9 @@ export class Ctx {
       void this.lifecycle.restart('K3: loading the engine with the new model folder');
       return;
     }
-    if (before.backend !== this.settings.backend || JSON.stringify(before.remote) !== JSON.stringify(this.settings.remote)) {
-      void this.lifecycle.restart(this.settings.backend === 'remote' ? 'K3: connecting to the remote server' : 'K3: loading the local engine');
+    if (rolesKey(before) !== rolesKey(this.settings)) {
+      const remote = this.settings.roles.completions.backend === 'remote' && this.settings.roles.chat.backend === 'remote';
+      void this.lifecycle.restart(remote ? 'K3: connecting to the remote server' : 'K3: starting the engine for the new backends');
       return;
     }
     if (before.preset !== this.settings.preset || before.presetExplicit !== this.settings.presetExplicit) {

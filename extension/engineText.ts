@@ -52,9 +52,9 @@ export function describeChatAvailability(facts: ChatFacts, connected: boolean): 
   if (model && !model.chat) {
     sentences.push(
       `${model.name} is a code-completion model, not trained for chat: it continues a message as code (briefly) and does not answer it. ` +
-        'For chat, use a Kimi K3 model folder or a remote K3 server.',
+        'Ghost text can stay on it while chat goes to a Kimi K3 model folder or a remote K3 server.',
     );
-    actions.push({ action: 'choose-model-folder', title: 'Choose a K3 Model Folder…' }, { action: 'open-remote-settings', title: 'Use a Remote K3 Server…' });
+    actions.push({ action: 'choose-chat-backend', title: 'Choose Chat Backend…' }, { action: 'choose-completion-backend', title: 'Choose Completion Backend…' });
   }
   if (facts.storageProblem) sentences.push(facts.storageProblem);
   return { canSend, notice: sentences.filter(Boolean).join(' '), actions };

@@ -6,7 +6,7 @@
 // what the user sees of the state is the status bar's and the load notification's.
 import * as vscode from 'vscode';
 import { State, type LanguageClient } from 'vscode-languageclient/node';
-import { DidChangeStatusNotification, DidReportProblemNotification, ModelUnloadRequest, StatusRequest, type StatusResult } from '../protocol/lsp';
+import { DidChangeStatusNotification, DidReportProblemNotification, ModelUnloadRequest, StatusRequest, type Role, type StatusResult } from '../protocol/lsp';
 import { describeRequestError } from './chatBackend';
 import { createClient, type StorageLocation } from './client';
 import type { CompletionPolicy } from './completions';
@@ -27,8 +27,8 @@ export interface LifecycleHost {
   rereadSettings(): void;
   /** Where the server keeps this workspace's state. */
   storage(): StorageLocation;
-  /** The remote backend's API key (undefined when none is set). */
-  apiKey(): Promise<string | undefined>;
+  /** Each remote role's API key (a role without one is absent). */
+  apiKeys(): Promise<Partial<Record<Role, string>>>;
   setEngine(engine: EngineView): void;
   /** The engine version the started server reports. */
   started(engineVersion: string | undefined): void;
@@ -113,7 +113,8 @@ export class ClientLifecycle {
       this.host.output.warn('This workspace is not trusted: its k3.backend and k3.remote.endpoint settings are ignored.');
     }
     // With the remote backend the model folder only supplies the tokenizer, if it has one.
-    if (this.host.settings().modelPath && this.host.settings().backend === 'local') {
+    const roles = this.host.settings().roles;
+    if (this.host.settings().modelPath && (roles.completions.backend === 'local' || roles.chat.backend === 'local')) {
       const check = checkModelFolder(this.host.settings().modelPath);
       if (!check.ok) {
         this.host.setEngine({ kind: 'no-model', reason: check.problem });
@@ -124,7 +125,7 @@ export class ClientLifecycle {
     }
     this.crashes.knownFailure = undefined;
     this.host.setEngine({ kind: 'starting' });
-    const apiKey = this.host.settings().backend === 'remote' ? await this.host.apiKey() : undefined;
+    const keys = await this.host.apiKeys();
     const client = createClient(
       this.host.extension,
       this.host.settings(),
@@ -134,7 +135,7 @@ export class ClientLifecycle {
         crashed: () => this.crashes.crashed(),
       },
       this.host.storage(),
-      apiKey,
+      keys,
     );
     this.client = client;
     client.onDidChangeState((e) => {

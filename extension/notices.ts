@@ -20,6 +20,7 @@ export class Notices {
       'show-logs': 'k3.showLogs',
       'set-api-key': 'k3.setRemoteApiKey',
       'open-remote-settings': 'k3.openRemoteSettings',
+      'choose-chat-backend': 'k3.chooseChatBackend',
       none: undefined,
     };
     const command = action ? commandOf[action.kind] : undefined;

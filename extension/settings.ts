@@ -4,7 +4,7 @@
 // It takes the configuration as an argument and imports `vscode` only for types, so it runs
 // in unit tests; it does not watch for changes (ctx.ts does).
 import type * as vscode from 'vscode';
-import type { MultilineMode, SettingsSection } from '../protocol/lsp';
+import type { MultilineMode, Role, RoleBackend, SettingsSection } from '../protocol/lsp';
 
 export interface CompletionSettings {
   /** Ghost text while typing; when false only the manual trigger asks. */
@@ -33,10 +33,23 @@ export interface RemoteSettings {
   timeoutMs: number;
 }
 
-export interface Settings {
-  /** `local`: the engine runs in the language server; `remote`: an OpenAI-compatible server. */
-  backend: 'local' | 'remote';
+/** What serves one role (ghost text or chat). */
+export interface RoleSettings {
+  backend: RoleBackend;
+  /** Where the backend came from: the role's own setting, or (`migrated`) the older
+   * `k3.backend` / `k3.modelPath` a user set before the roles existed, or the default. */
+  source: 'setting' | 'migrated' | 'default';
+  /** The role's server: `k3.<role>.remote.endpoint/model` where set, else `k3.remote.*`. */
   remote: RemoteSettings;
+}
+
+export interface Settings {
+  /** The older single choice (`k3.backend`), read only to migrate it into `roles`. */
+  backend: 'local' | 'remote';
+  /** The shared server (`k3.remote.*`) the roles' own endpoints override. */
+  remote: RemoteSettings;
+  /** What serves ghost text (`completions`) and chat. */
+  roles: Record<Role, RoleSettings>;
   /** True when a workspace-level backend or endpoint was ignored because the workspace is not trusted. */
   remoteIgnored: boolean;
   /** Model folder; empty means the embedded default model. With the remote backend, only its tokenizer is used. */
@@ -55,10 +68,31 @@ export interface Settings {
 export type ConfigurationSource = Pick<vscode.WorkspaceConfiguration, 'get' | 'inspect'>;
 
 /** Settings whose change needs the server restarted (they go in initializationOptions). */
-export const SERVER_SETTINGS = ['k3.modelPath', 'k3.preset', 'k3.backend', 'k3.remote.endpoint', 'k3.remote.model', 'k3.remote.timeoutMs'] as const;
+export const SERVER_SETTINGS = [
+  'k3.modelPath',
+  'k3.preset',
+  'k3.backend',
+  'k3.remote.endpoint',
+  'k3.remote.model',
+  'k3.remote.timeoutMs',
+  'k3.completions.backend',
+  'k3.completions.remote.endpoint',
+  'k3.completions.remote.model',
+  'k3.chat.backend',
+  'k3.chat.remote.endpoint',
+  'k3.chat.remote.model',
+] as const;
 
-/** The key of the remote backend's API key in VS Code's SecretStorage (never in settings). */
+/** The key of the remote backend's API key in VS Code's SecretStorage (never in settings):
+ * the shared server's. */
 export const REMOTE_API_KEY_SECRET = 'k3.remote.apiKey';
+
+/** A role's own API key, for a role with its own endpoint; absent: the shared key. */
+export function roleApiKeySecret(role: Role): string {
+  return `k3.${role}.remote.apiKey`;
+}
+
+export const ROLE_BACKENDS: readonly RoleBackend[] = ['embedded', 'local', 'remote'];
 
 export const DEFAULT_REMOTE_ENDPOINT = 'http://127.0.0.1:8080';
 export const DEFAULT_REMOTE_TIMEOUT_MS = 60_000;
@@ -124,15 +158,25 @@ export function readSettings(config: ConfigurationSource, workspaceTrusted: bool
   const endpoint = trustedValue(config, 'remote.endpoint', workspaceTrusted);
   const timeout = config.get<unknown>('remote.timeoutMs');
   const chatMax = config.get<unknown>('chat.maxTokens');
+  const legacyBackend = backend.value === 'remote' ? 'remote' : 'local';
+  const remote: RemoteSettings = {
+    endpoint: str(endpoint.value, DEFAULT_REMOTE_ENDPOINT).trim() || DEFAULT_REMOTE_ENDPOINT,
+    model: str(config.get<unknown>('remote.model'), '').trim(),
+    timeoutMs:
+      typeof timeout === 'number' && Number.isFinite(timeout) ? Math.min(3_600_000, Math.max(1000, Math.round(timeout))) : DEFAULT_REMOTE_TIMEOUT_MS,
+  };
+  const roles = {} as Record<Role, RoleSettings>;
+  let roleIgnored = false;
+  for (const role of ['completions', 'chat'] as const) {
+    const resolved = readRole(config, role, workspaceTrusted, { legacyBackend, legacySet: backend.value !== undefined && isSet(config, 'backend'), modelPath: modelPath.trim(), remote });
+    roles[role] = resolved.settings;
+    roleIgnored ||= resolved.ignored;
+  }
   return {
-    backend: backend.value === 'remote' ? 'remote' : 'local',
-    remote: {
-      endpoint: str(endpoint.value, DEFAULT_REMOTE_ENDPOINT).trim() || DEFAULT_REMOTE_ENDPOINT,
-      model: str(config.get<unknown>('remote.model'), '').trim(),
-      timeoutMs:
-        typeof timeout === 'number' && Number.isFinite(timeout) ? Math.min(3_600_000, Math.max(1000, Math.round(timeout))) : DEFAULT_REMOTE_TIMEOUT_MS,
-    },
-    remoteIgnored: backend.ignored || endpoint.ignored,
+    backend: legacyBackend,
+    remote,
+    roles,
+    remoteIgnored: backend.ignored || endpoint.ignored || roleIgnored,
     modelPath: modelPath.trim(),
     modelPathIgnored,
     preset: str(config.get<unknown>('preset'), 'auto') || 'auto',
@@ -157,6 +201,44 @@ export function readSettings(config: ConfigurationSource, workspaceTrusted: bool
           : DEFAULT_CHAT_MAX_TOKENS,
     },
   };
+}
+
+/** Whether a user or workspace set `key` (a default is not a choice). */
+function isSet(config: ConfigurationSource, key: string): boolean {
+  const i = config.inspect<unknown>(key);
+  return i?.globalValue !== undefined || i?.workspaceValue !== undefined || i?.workspaceFolderValue !== undefined;
+}
+
+/**
+ * One role's backend. Its own setting (`k3.<role>.backend`) decides when set; otherwise what
+ * a user chose before the roles existed carries over: `k3.backend: remote` makes both roles
+ * remote with the shared server; a `k3.modelPath` with the local backend makes both roles
+ * local; nothing set gives the defaults (both embedded: ghost text from k3-mini, and the chat
+ * notice that it cannot chat until chat is pointed elsewhere).
+ */
+export function readRole(
+  config: ConfigurationSource,
+  role: Role,
+  workspaceTrusted: boolean,
+  older: { legacyBackend: 'local' | 'remote'; legacySet: boolean; modelPath: string; remote: RemoteSettings },
+): { settings: RoleSettings; ignored: boolean } {
+  const own = trustedValue(config, `${role}.backend`, workspaceTrusted);
+  const ownEndpoint = trustedValue(config, `${role}.remote.endpoint`, workspaceTrusted);
+  const ownModel = str(config.get<unknown>(`${role}.remote.model`), '').trim();
+  const remote: RemoteSettings = {
+    endpoint: str(ownEndpoint.value, '').trim() || older.remote.endpoint,
+    model: ownModel || (str(ownEndpoint.value, '').trim() ? '' : older.remote.model),
+    timeoutMs: older.remote.timeoutMs,
+  };
+  const ignored = own.ignored || ownEndpoint.ignored;
+  // What counts as set: any layer in a trusted workspace, the user's own in an untrusted one.
+  const i = config.inspect<unknown>(`${role}.backend`);
+  const set = workspaceTrusted ? isSet(config, `${role}.backend`) : i?.globalValue !== undefined;
+  const chosen = set && ROLE_BACKENDS.includes(own.value as RoleBackend);
+  if (chosen) return { settings: { backend: own.value as RoleBackend, source: 'setting', remote }, ignored };
+  if (older.legacySet && older.legacyBackend === 'remote') return { settings: { backend: 'remote', source: 'migrated', remote }, ignored };
+  if (older.modelPath !== '') return { settings: { backend: 'local', source: 'migrated', remote }, ignored };
+  return { settings: { backend: 'embedded', source: 'default', remote }, ignored };
 }
 
 /** The part of the settings the server uses, in its shape (initializationOptions.settings). */

@@ -2,7 +2,7 @@
 // client's own activity and the settings to the item's text, tooltip and accessible label.
 // It never decides anything; statusBar.ts paints the item from the state ctx.ts keeps. Kept
 // free of `vscode` values so unit tests can check every state's wording.
-import type { K3Action, ModelInfo, RemoteServerKind, RemoteStatus, StatusResult } from '../protocol/lsp';
+import type { K3Action, ModelInfo, RemoteServerKind, RemoteStatus, Role, RoleStatus, StatusResult } from '../protocol/lsp';
 import { formatBytes } from './presets';
 
 /** What the engine is doing, as the extension understands it. */
@@ -28,6 +28,8 @@ export interface StatusInput {
   remote?: string;
   /** The model the local engine runs or loads. */
   model?: Pick<ModelInfo, 'name' | 'bytes' | 'chat' | 'path'>;
+  /** Who serves ghost text and chat, as the server last said. */
+  roles?: Record<Role, RoleStatus>;
   now: number;
 }
 
@@ -86,6 +88,33 @@ export function describeRemote(remote: RemoteStatus): string {
   return known.length ? `${remote.endpoint} (${known.join(', ')})` : remote.endpoint;
 }
 
+const ROLE_NAMES: Record<Role, string> = { completions: 'Completions', chat: 'Chat' };
+
+/** A role's state in a word or two. */
+function roleState(r: RoleStatus): string {
+  switch (r.phase) {
+    case 'ready':
+      return 'ready';
+    case 'busy':
+      return 'working';
+    case 'loading':
+      return 'loading';
+    case 'no-model':
+      return 'not available';
+    case 'error':
+      return 'failed';
+  }
+}
+
+/** One role, as the tooltip and the menu name it: `Completions: k3-mini (embedded, ready)`,
+ * `Chat: kimi-k3 (remote http://gpu:8000/v1, ready)`. */
+export function describeRole(role: Role, r: RoleStatus): string {
+  const where = r.backend === 'embedded' ? 'embedded' : `${r.backend} ${r.where}`;
+  const model = r.model ?? (r.backend === 'remote' ? 'the server\'s first model' : 'no model');
+  const chatOnly = role === 'chat' && r.chats === false ? ', code completion only: cannot chat' : '';
+  return `${ROLE_NAMES[role]}: ${model} (${where}, ${roleState(r)}${chatOnly})`;
+}
+
 /** Tokens per second of the last chat reply or completion that generated anything. */
 export function lastSpeed(status: StatusResult): number | undefined {
   if (status.lastChat && status.lastChat.generatedTokens > 0) return status.lastChat.tokensPerSecond;
@@ -135,6 +164,12 @@ export function describeStatus(input: StatusInput): StatusView {
         headline = 'The engine is working';
       } else {
         text = input.completionsEnabled ? '$(sparkle) K3' : '$(circle-slash) K3';
+        // Both roles named when they differ: `K3 k3-mini | chat kimi-k3`.
+        const c = input.roles?.completions;
+        const chat = input.roles?.chat;
+        if (c && chat && (c.backend !== chat.backend || c.model !== chat.model)) {
+          text += ` ${c.model ?? c.backend} | chat ${chat.model ?? chat.backend}`;
+        }
         headline = input.completionsEnabled ? 'Ready' : 'Ready; ghost text is off (Alt+\\ still asks)';
       }
       break;
@@ -159,6 +194,7 @@ export function describeStatus(input: StatusInput): StatusView {
     }
   }
   const facts = [
+    ...(input.roles ? [describeRole('completions', input.roles.completions), describeRole('chat', input.roles.chat)] : []),
     ...(input.model && !input.remote ? [describeModel(input.model)] : []),
     input.remote ? `Remote: ${input.remote} (presets apply to the local engine only)` : `Preset: ${input.preset}`,
     `Last speed: ${input.lastTokensPerSecond !== undefined ? `${input.lastTokensPerSecond.toFixed(1)} tokens/s` : 'none yet'}`,

@@ -26,7 +26,11 @@ export interface InitializationOptions {
   preset?: string;
   /** The `k3` settings section (the same shape `workspace/didChangeConfiguration` sends). */
   settings?: SettingsSection;
-  /** `local` (default): the engine runs in this process. `remote`: completions and chat go to
+  /** What serves each role (ghost text, chat). Absent, or a role absent: the older single
+   * choice below decides for that role. */
+  roles?: { completions?: RoleOptions; chat?: RoleOptions };
+  /** The older single choice for both roles, still read when `roles` does not name a role.
+   * `local` (default): the engine runs in this process. `remote`: completions and chat go to
    * an OpenAI-compatible server (`remote`); modelPath then only supplies the tokenizer. */
   backend?: BackendKind;
   /** The remote server, when `backend` is `remote`. */
@@ -34,6 +38,21 @@ export interface InitializationOptions {
 }
 
 export type BackendKind = 'local' | 'remote';
+
+/** The two things the extension asks a model for; each may be served by its own backend. */
+export type Role = 'completions' | 'chat';
+
+/** `embedded`: the model shipped inside the extension (k3-mini); `local`: the checkpoint at
+ * `k3.modelPath`; `remote`: an OpenAI-compatible server. */
+export type RoleBackend = 'embedded' | 'local' | 'remote';
+
+export interface RoleOptions {
+  backend: RoleBackend;
+  /** The model folder of an `embedded` or `local` role; absent: `modelPath`. */
+  modelPath?: string;
+  /** The server of a `remote` role. */
+  remote?: RemoteOptions;
+}
 
 export interface RemoteOptions {
   /** Base URL of the OpenAI-compatible API, e.g. `http://127.0.0.1:8080` or `https://host/v1`
@@ -162,7 +181,7 @@ export type K3ErrorKind =
 
 /** What the user can do about a failure; the extension shows it as a button. */
 export interface K3Action {
-  kind: 'choose-model-folder' | 'choose-smaller-preset' | 'load-model' | 'show-logs' | 'set-api-key' | 'open-remote-settings' | 'none';
+  kind: 'choose-model-folder' | 'choose-smaller-preset' | 'load-model' | 'show-logs' | 'set-api-key' | 'open-remote-settings' | 'choose-chat-backend' | 'none';
   title: string;
 }
 
@@ -301,7 +320,29 @@ export interface StatusResult {
   /** What the completion session's prefix checkpoints hold now, and the most they may
    * (sized from the model and the completion context); absent while it runs. */
   completionCheckpoints?: { count: number; bytes: number; limit: number };
-  /** Present when completions and chat go to a remote server (`backend: remote`). */
+  /** Present when a role goes to a remote server: the completions role's, else the chat
+   * role's (`roles` has each). */
+  remote?: RemoteStatus;
+  /** Who serves each role: the top-level fields above describe the local engine when a role
+   * uses it, else the remote server. */
+  roles: { completions: RoleStatus; chat: RoleStatus };
+}
+
+/** One role's backend as the status bar shows it: model, where, state. */
+export interface RoleStatus {
+  backend: RoleBackend;
+  /** The model's name (the folder's, k3-mini for the embedded one, or the remote model id);
+   * absent while unknown. */
+  model?: string;
+  /** The model folder, or the remote endpoint. */
+  where: string;
+  /** This role's state: the local engine's, or its remote server's. */
+  phase: EnginePhase;
+  /** Why this role cannot answer now. */
+  error?: K3Problem;
+  /** Whether the model was trained for chat (absent while unknown). */
+  chats?: boolean;
+  /** The role's remote server, for a `remote` role. */
   remote?: RemoteStatus;
 }
 
@@ -406,6 +447,8 @@ export namespace PresetsSetRequest {
 export interface RemoteApiKeyParams {
   /** The new key; empty: none. */
   apiKey: string;
+  /** The role whose server takes it; absent: every remote role. */
+  role?: Role;
 }
 
 /** `k3/remote/setApiKey`: replaces the API key of the remote backend (the extension keeps it in
@@ -459,8 +502,9 @@ export interface ChatMessage {
   completionModel?: string;
 }
 
-/** `stop-token`: the model ended its turn; `length`: the token limit; `stopped`:
- * `k3/chat/stop` or a cancelled request. */
+/** `stop-token`: the model ended its turn (or, in a continuation from a model not trained
+ * for chat, the junk filter ended it where it began to loop); `length`: the token limit;
+ * `stopped`: `k3/chat/stop` or a cancelled request. */
 export type ChatStopReason = 'stop-token' | 'length' | 'stopped';
 
 export interface ConversationSummary {

@@ -35,7 +35,7 @@ export interface ConversationView extends ConversationSummaryView {
 }
 
 /** What a notice's button does (the host runs the matching command). */
-export type ChatActionView = 'choose-model-folder' | 'open-remote-settings';
+export type ChatActionView = 'choose-model-folder' | 'open-remote-settings' | 'choose-chat-backend' | 'choose-completion-backend';
 
 /** Whether the chat can answer now, and the sentences and ways out shown above the input. */
 export interface ChatAvailabilityView {

@@ -1,7 +1,7 @@
 // ctx.ts - the server's one context object: the connection and documents, the settings and
-// initialization options, the workspace store, the scheduler, the engine host (or the
-// remote backend that replaces it), and the features (completions, chat, status) that
-// every handler reaches through it. It wires
+// initialization options, the workspace store, the scheduler, the engine host and the
+// remote backends, each role (ghost text, chat) on its own (roles.ts), and the features
+// (completions, chat, status) that every handler reaches through it. It wires
 // them together and keeps the few cross-cutting decisions (which preset, where files go,
 // what a settings change resets); the behaviour lives in the modules it holds. Each service
 // declares the little it uses of this object (CompletionServiceHost, ChatServiceHost,
@@ -13,18 +13,22 @@ import { ContextRing } from './completion/context';
 import { Documents } from './documents';
 import { engineForecastCheck, enginePresetForecasts, enginePresets } from './engine/engine';
 import { EngineHost, type SessionSizes } from './engine/host';
-import { invalidRequest } from './errors';
+import { action, invalidRequest } from './errors';
 import {
   DidReportProblemNotification,
   type InitializationOptions,
   type K3Problem,
   type LoadProgress,
   type PresetInfo,
+  type RemoteOptions,
+  type Role,
   type ServerSettings,
 } from '../protocol/lsp';
 import { Scheduler } from './scheduler';
 import { DEFAULT_SETTINGS, engineThreads, mergeSettings } from './settings';
 import { RemoteBackend } from './remote/backend';
+import { planRoles, ROLES, sameRemote, type RolesPlan } from './roles';
+import { readModelInfo } from './engine/modelInfo';
 import { StatusReporter, type StatusHost } from './status';
 import { WorkspaceStore } from './state/store';
 
@@ -45,9 +49,11 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, Status
   readonly documents = new Documents();
   /** Receives the progress of the load in flight (its work-done progress). */
   loadProgressSink: ((p: LoadProgress) => void) | undefined;
-  /** The remote server completions and chat go to (initializationOptions.backend `remote`);
-   * undefined: the local engine. */
-  remote: RemoteBackend | undefined;
+  /** Which backend serves each role (roles.ts). */
+  plan: RolesPlan = planRoles({});
+  /** The remote server of each remote role (one object when both name the same server);
+   * undefined: the role runs on the local engine. */
+  remotes: Record<Role, RemoteBackend | undefined> = { completions: undefined, chat: undefined };
 
   constructor(readonly connection: Connection) {
     this.status = new StatusReporter(this);
@@ -76,20 +82,14 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, Status
       preset: typeof opts.preset === 'string' && opts.preset ? opts.preset : undefined,
     };
     this.settings = mergeSettings(DEFAULT_SETTINGS, opts.settings);
-    if (opts.backend === 'remote') {
-      const r = opts.remote ?? { endpoint: '' };
-      this.init.backend = 'remote';
-      this.remote = new RemoteBackend(
-        {
-          endpoint: typeof r.endpoint === 'string' ? r.endpoint : '',
-          ...(typeof r.model === 'string' && r.model ? { model: r.model } : {}),
-          ...(typeof r.apiKey === 'string' && r.apiKey ? { apiKey: r.apiKey } : {}),
-          ...(typeof r.timeoutMs === 'number' && Number.isFinite(r.timeoutMs) && r.timeoutMs > 0 ? { timeoutMs: r.timeoutMs } : {}),
-        },
-        this.init.modelPath || undefined,
-        { changed: () => this.status.changed(), log: (m) => this.log(m), warn: (p) => this.reportProblem(p) },
-      );
+    this.plan = planRoles(opts);
+    this.init.modelPath = this.plan.enginePath;
+    const { completions, chat } = this.plan;
+    if (completions.remote) this.remotes.completions = this.newRemote(completions.remote, completions.modelPath);
+    if (chat.remote) {
+      this.remotes.chat = sameRemote(completions.remote, chat.remote) ? this.remotes.completions : this.newRemote(chat.remote, undefined);
     }
+    if (completions.remote && chat.remote) this.init.backend = 'remote';
     this.clientProgress = params.capabilities?.window?.workDoneProgress === true;
     const folders = params.workspaceFolders ?? [];
     const uris = folders.length ? folders.map((f) => f.uri) : params.rootUri ? [params.rootUri] : [];
@@ -104,6 +104,62 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, Status
       legacy: strings(opts.legacyStoragePaths),
       workspace: strings(opts.workspace),
     });
+  }
+
+  /** A remote backend; `tokenizerDir`: where the completion prompt's tokenizer may be (the
+   * chat role sends messages, not ids). */
+  private newRemote(options: RemoteOptions, tokenizerDir: string | undefined): RemoteBackend {
+    return new RemoteBackend(options, tokenizerDir || undefined, {
+      changed: () => this.status.changed(),
+      log: (m) => this.log(m),
+      warn: (p) => this.reportProblem(p),
+    });
+  }
+
+  /** The distinct remote backends in use. */
+  get remoteBackends(): RemoteBackend[] {
+    return [...new Set(ROLES.map((r) => this.remotes[r]).filter((r): r is RemoteBackend => r !== undefined))];
+  }
+
+  get completionRemote(): RemoteBackend | undefined {
+    return this.remotes.completions;
+  }
+
+  get chatRemote(): RemoteBackend | undefined {
+    return this.remotes.chat;
+  }
+
+  /** Whether any role runs on the local engine. */
+  get usesEngine(): boolean {
+    return ROLES.some((r) => this.remotes[r] === undefined);
+  }
+
+  /** Why the chat role cannot be served (two different local models), with both numbers;
+   * worked out once, since the plan holds for the server's life. */
+  chatRefusal(): K3Problem | undefined {
+    if (this.refusal === undefined) this.refusal = this.refusalOf(this.plan.conflict) ?? null;
+    return this.refusal ?? undefined;
+  }
+
+  private refusal: K3Problem | null | undefined;
+
+  private refusalOf(c: RolesPlan['conflict']): K3Problem | undefined {
+    if (!c) return undefined;
+    const size = (dir: string): string => {
+      try {
+        return `${(readModelInfo(dir).bytes / 1e9).toFixed(2)} GB of weights`;
+      } catch {
+        return 'size unknown: its config.json cannot be read';
+      }
+    };
+    return {
+      kind: 'no-model',
+      action: action('choose-chat-backend'),
+      message:
+        `Chat is set to the local model at ${c.chat} (${size(c.chat)}) and completions to the one at ${c.completions} ` +
+        `(${size(c.completions)}); the language server holds one local model at a time, so chat is not served. ` +
+        'Point chat at the same model or at a remote server (K3: Choose Chat Backend).',
+    };
   }
 
   /** The preset in use: the workspace's saved choice, else the client's, else auto (also

@@ -19,6 +19,7 @@ const ACTIONS: Record<K3Action['kind'], string> = {
   'show-logs': 'Show Logs',
   'set-api-key': 'Set Remote API Key…',
   'open-remote-settings': 'Open Remote Settings',
+  'choose-chat-backend': 'Choose Chat Backend…',
   none: '',
 };
 

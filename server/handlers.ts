@@ -32,7 +32,7 @@ import {
 } from '../protocol/lsp';
 
 /** What the preset list says with a remote backend. */
-const LOCAL_ONLY_PRESETS = 'Memory presets apply to the local engine only; completions and chat now go to the remote server (k3.backend).';
+const LOCAL_ONLY_PRESETS = 'Memory presets apply to the local engine only; completions and chat now go to the remote server (k3.completions.backend, k3.chat.backend).';
 
 /** Runs a handler body, turning whatever it throws into the protocol's error. */
 function answer<P, R>(body: (params: P, token: CancellationToken) => R | Promise<R>) {
@@ -131,9 +131,9 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
   });
 
   connection.onInitialized(() => {
-    if (ctx.remote) {
+    for (const remote of ctx.remoteBackends) void remote.start().catch((e: Error) => ctx.log(`remote backend: ${e.message}`));
+    if (!ctx.usesEngine) {
       ctx.status.enable();
-      void ctx.remote.start().catch((e: Error) => ctx.log(`remote backend: ${e.message}`));
       return;
     }
     const modelPath = ctx.init.modelPath;
@@ -168,7 +168,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
 
   connection.onRequest(
     PresetsListRequest.type,
-    answer0(() => ({ presets: ctx.presets(), current: ctx.preset, ...(ctx.remote ? { note: LOCAL_ONLY_PRESETS } : {}) })),
+    answer0(() => ({ presets: ctx.presets(), current: ctx.preset, ...(!ctx.usesEngine ? { note: LOCAL_ONLY_PRESETS } : {}) })),
   );
 
   connection.onRequest(
@@ -177,7 +177,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
       const preset = ctx.checkPreset(params?.preset);
       await ctx.store.updateWorkspace({ preset });
       // With a remote backend the choice is kept for when the local engine is used again.
-      const reload = ctx.remote ? undefined : ctx.host.loaded?.modelPath;
+      const reload = ctx.usesEngine ? ctx.host.loaded?.modelPath : undefined;
       if (reload) await loadModel(ctx, reload, preset, await serverProgress(ctx));
       return { preset, reloaded: reload !== undefined };
     }),
@@ -187,7 +187,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
     ModelLoadRequest.type,
     answer(async (params, token) => {
       const p = params ?? {};
-      if (ctx.remote) throw invalidRequest('k3/model/load applies to the local engine only; this server uses the remote backend (k3.backend)');
+      if (!ctx.usesEngine) throw invalidRequest('k3/model/load applies to the local engine only; both roles use a remote server (k3.completions.backend, k3.chat.backend)');
       if (p.modelPath !== undefined && typeof p.modelPath !== 'string') throw invalidRequest('k3/model/load: modelPath must be a string');
       const modelPath = p.modelPath || ctx.init.modelPath;
       if (!modelPath) throw invalidRequest('k3/model/load: no modelPath given and none in initializationOptions');
@@ -209,9 +209,15 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
   connection.onRequest(
     RemoteApiKeyRequest.type,
     answer(async (params) => {
-      if (!ctx.remote) throw invalidRequest('k3/remote/setApiKey: this server uses the local engine (k3.backend is local)');
       if (typeof params?.apiKey !== 'string') throw invalidRequest('k3/remote/setApiKey: apiKey must be a string');
-      return { phase: await ctx.remote.setApiKey(params.apiKey) };
+      const role = params.role;
+      if (role !== undefined && role !== 'completions' && role !== 'chat') throw invalidRequest(`k3/remote/setApiKey: role must be "completions" or "chat", not ${JSON.stringify(role)}`);
+      const targets = role ? [ctx.remotes[role]].filter((r) => r !== undefined) : ctx.remoteBackends;
+      if (targets.length === 0) {
+        throw invalidRequest(`k3/remote/setApiKey: ${role ? `the ${role} role uses` : 'both roles use'} the local engine (k3.${role ?? 'completions'}.backend is not remote)`);
+      }
+      const phases = await Promise.all(targets.map((r) => r.setApiKey(params.apiKey)));
+      return { phase: phases.find((p) => p !== 'ready') ?? 'ready' };
     }),
   );
 
@@ -232,7 +238,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
   );
 
   connection.onShutdown(() => {
-    ctx.remote?.dispose();
+    for (const remote of ctx.remoteBackends) remote.dispose();
     ctx.status.dispose();
     ctx.scheduler.cancelAll();
   });

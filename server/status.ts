@@ -1,18 +1,24 @@
 // status.ts - what k3/status answers and k3/didChangeStatus announces: the engine's phase
-// (or the remote backend's), the model (name, size, whether it chats), the load's progress,
+// (or the remote backend's), who serves each role (ghost text, chat: backend, model, where,
+// state), the model (name, size, whether it chats), the load's progress,
 // the job running now, the queue, whether the workspace's state can be kept, and the last
 // completion and chat turn as measured. Notifications are coalesced: at once when the phase or the running
 // job changes, otherwise at most every NOTIFY_MS.
 import type { Connection } from 'vscode-languageserver';
 import { loadAddon } from './engine/addon';
 import type { EngineHost } from './engine/host';
+import * as path from 'node:path';
 import {
   type ChatTurnStats,
   type CompletionStats,
   DidChangeStatusNotification,
+  type K3Problem,
+  type Role,
+  type RoleStatus,
   type StatusResult,
 } from '../protocol/lsp';
 import type { RemoteBackend } from './remote/backend';
+import { ROLES, type RolesPlan } from './roles';
 import type { Scheduler } from './scheduler';
 import type { WorkspaceStore } from './state/store';
 
@@ -23,12 +29,20 @@ export const NOTIFY_MS = 250;
 export interface StatusHost {
   readonly host: Pick<EngineHost, 'phase' | 'loaded' | 'loadingInfo' | 'progress' | 'problem'>;
   readonly scheduler: Pick<Scheduler, 'running' | 'queued'>;
-  readonly remote: Pick<RemoteBackend, 'phase' | 'problem' | 'running' | 'isRunning' | 'status'> | undefined;
+  /** Each role's remote server; undefined: the local engine serves the role. */
+  readonly remotes: Record<Role, StatusRemote | undefined>;
+  readonly plan: Pick<RolesPlan, Role>;
+  chatRefusal(): K3Problem | undefined;
   /** The preset in use. */
   readonly preset: string;
   readonly store: Pick<WorkspaceStore, 'storage'>;
   readonly connection: Pick<Connection, 'sendNotification'>;
 }
+
+type StatusRemote = Pick<RemoteBackend, 'phase' | 'problem' | 'running' | 'isRunning' | 'status'>;
+
+/** The scheduler's lane of each role. */
+const LANE = { completions: 'completion', chat: 'chat' } as const;
 
 export class StatusReporter {
   lastCompletion: CompletionStats | undefined;
@@ -47,16 +61,25 @@ export class StatusReporter {
   }
 
   snapshot(now = Date.now()): StatusResult {
-    const { host, scheduler, remote } = this.ctx;
-    if (remote) {
+    return this.engineSnapshot(now, { completions: this.role('completions', now), chat: this.role('chat', now) });
+  }
+
+  /** The top-level fields: the local engine's when a role uses it, else the remote server's. */
+  private engineSnapshot(now: number, roles: StatusResult['roles']): StatusResult {
+    const { host, scheduler, remotes } = this.ctx;
+    const remoteList = ROLES.map((r) => remotes[r]).filter((r): r is StatusRemote => r !== undefined);
+    const remoteWorking = (j: Parameters<StatusRemote['isRunning']>[0]): boolean => remoteList.some((r) => r.isRunning(j));
+    const remote = remotes.completions ?? remotes.chat;
+    if (remote && remotes.completions && remotes.chat) {
       const job = remote.running(now);
       const r: StatusResult = {
         engineVersion: loadAddon().version(),
         phase: remote.phase === 'ready' && job ? 'busy' : remote.phase,
         preset: this.ctx.preset,
-        queued: scheduler.queued((j) => remote.isRunning(j)),
+        queued: scheduler.queued(remoteWorking),
         remote: remote.status(),
         storage: this.ctx.store.storage(),
+        roles,
       };
       if (remote.problem && remote.phase !== 'ready') r.error = remote.problem;
       if (job) r.job = job;
@@ -69,8 +92,9 @@ export class StatusReporter {
       engineVersion: loadAddon().version(),
       phase: host.phase === 'ready' && running ? 'busy' : host.phase,
       preset: this.ctx.preset,
-      queued: scheduler.queued(),
+      queued: scheduler.queued(remoteWorking),
       storage: this.ctx.store.storage(),
+      roles,
     };
     const modelPath = host.progress?.modelPath ?? host.loaded?.modelPath;
     if (modelPath) s.modelPath = modelPath;
@@ -81,6 +105,7 @@ export class StatusReporter {
     if (running) s.job = running.status(now);
     if (this.lastCompletion) s.lastCompletion = this.lastCompletion;
     if (this.lastChat) s.lastChat = this.lastChat;
+    if (remote) s.remote = remote.status();
     const completion = host.loaded?.completion.session;
     if (completion && !completion.busy && completion.checkpointLimit !== undefined) {
       s.completionCheckpoints = { ...completion.checkpointUsage(), limit: completion.checkpointLimit };
@@ -88,9 +113,36 @@ export class StatusReporter {
     return s;
   }
 
+  /** Who serves `role`, and in what state. */
+  private role(role: Role, now: number): RoleStatus {
+    const plan = this.ctx.plan[role];
+    const remote = this.ctx.remotes[role];
+    if (remote) {
+      const rs = remote.status();
+      const busy = remote.phase === 'ready' && remote.running(now)?.kind === LANE[role];
+      const r: RoleStatus = { backend: 'remote', where: rs.endpoint, phase: busy ? 'busy' : remote.phase, remote: rs };
+      if (rs.model) r.model = rs.model;
+      if (remote.problem && remote.phase !== 'ready') r.error = remote.problem;
+      return r;
+    }
+    const { host, scheduler } = this.ctx;
+    const refusal = role === 'chat' ? this.ctx.chatRefusal() : undefined;
+    const where = refusal ? plan.modelPath : (host.progress?.modelPath ?? host.loaded?.modelPath ?? plan.modelPath);
+    const info = refusal ? undefined : (host.loadingInfo ?? host.loaded?.info);
+    const busy = host.phase === 'ready' && scheduler.running?.lane === LANE[role];
+    const r: RoleStatus = { backend: plan.backend, where, phase: refusal ? 'no-model' : busy ? 'busy' : host.phase };
+    const name = info?.name ?? (where ? path.basename(where) : '');
+    if (name) r.model = name;
+    if (info) r.chats = info.chat;
+    if (refusal) r.error = refusal;
+    else if (host.problem && host.phase !== 'ready') r.error = host.problem;
+    return r;
+  }
+
   /** What makes a change worth sending at once. */
   private static shape(s: StatusResult): string {
-    return `${s.phase}|${s.job?.kind ?? ''}|${s.job?.stage ?? ''}|${s.load?.phase ?? ''}|${s.storage.problem?.message ?? ''}`;
+    const roles = ROLES.map((r) => s.roles[r].phase).join(',');
+    return `${s.phase}|${s.job?.kind ?? ''}|${s.job?.stage ?? ''}|${s.load?.phase ?? ''}|${s.storage.problem?.message ?? ''}|${roles}`;
   }
 
   /** Something the status shows changed. */

@@ -4,7 +4,7 @@
 // answer starts; a reply whose thinking never ended is shown as the answer. A reply from a
 // model not trained for chat is plain text with a label saying so. It has no access to
 // the engine or the files; the only thing it keeps itself (vscode.setState) is the draft.
-import type { ChatMessageView, FromWebview, ToWebview } from '../protocol/webview';
+import type { ChatActionView, ChatMessageView, FromWebview, ToWebview } from '../protocol/webview';
 import { renderMarkdown } from './markdown';
 import { initialState, reduce, shownParts, streamingMessageId, type PageState } from './state';
 
@@ -167,7 +167,8 @@ stop.addEventListener('click', () => state.current && post({ type: 'stop', conve
 newButton.addEventListener('click', () => post({ type: 'newChat' }));
 noticeActions.addEventListener('click', (e) => {
   const action = (e.target as HTMLElement).closest('button')?.getAttribute('data-notice-action');
-  if (action === 'choose-model-folder' || action === 'open-remote-settings') post({ type: 'action', action });
+  // The host checks the name again (parseFromWebview).
+  if (action) post({ type: 'action', action: action as ChatActionView });
 });
 deleteButton.addEventListener('click', () => state.current && post({ type: 'deleteConversation', conversationId: state.current.id }));
 picker.addEventListener('change', () => {

@@ -9,7 +9,8 @@
 // history, never the reply (a warning says so). Reasoning stays reasoning only when the
 // model closed it: a reply whose thinking never ended is shown as its answer. A model not
 // trained for chat (k3-mini, a code completer; server/engine/modelInfo.ts) continues the
-// message as plain text instead (no chat format, a short cap), labelled with its name. With a remote
+// message as plain text instead (no chat format, a short cap), labelled with its name, and
+// shows only what passes ghost text's junk rules (completion/filters.ts). With a remote
 // backend a turn goes to the remote server instead (server/remote/chat.ts) and is recorded
 // the same way, without engine state.
 import * as crypto from 'node:crypto';
@@ -38,6 +39,7 @@ import type { StatusReporter } from '../status';
 import type { SavedStateRef, StoredConversation, StoredMessage, WorkspaceStore } from '../state/store';
 import { entryKind } from '../state/files';
 import { ChatRenderer } from './render';
+import { filterJunk, maxLineLength, nonAsciiShare, type FilterResult } from '../completion/filters';
 
 /** Drafting material: the last this many tokens of the conversation. */
 const DRAFT_WINDOW = 8192;
@@ -45,6 +47,9 @@ const TITLE_CHARS = 60;
 /** Most tokens of a reply from a model not trained for chat: a glimpse of what it
  * continues, not 2,048 tokens of it. */
 export const COMPLETION_MODEL_REPLY_TOKENS = 128;
+/** A message with less than this share of characters outside ASCII is read as an ASCII file
+ * by the junk filter's non-code rule. */
+const ASCII_FILE_SHARE = 0.02;
 
 /** What a turn generated, local or remote. */
 export interface Reply {
@@ -142,7 +147,10 @@ export interface ChatServiceHost {
   /** The local engine; `chatHeld` is the chat service's own bookkeeping, kept beside the
    * sessions it describes so that a load or an unload forgets it. */
   readonly host: Pick<EngineHost, 'ready' | 'chatHeld'>;
-  readonly remote: RemoteBackend | undefined;
+  /** The chat role's remote server; undefined: the local engine serves it. */
+  readonly chatRemote: RemoteBackend | undefined;
+  /** Why the chat role cannot be served at all (roles.ts: two different local models). */
+  chatRefusal(): K3Problem | undefined;
   /** Where each turn's numbers go. */
   readonly status: Pick<StatusReporter, 'lastChat' | 'changed'>;
   /** Streams the reply (k3/chat/didStream). */
@@ -212,7 +220,9 @@ export class ChatService {
 
   async send(raw: unknown, token: CancellationToken): Promise<ChatSendResult> {
     const params = checkSendParams(raw);
-    const remote = this.ctx.remote;
+    const refusal = this.ctx.chatRefusal();
+    if (refusal) throw new K3Failure(refusal.kind, refusal.message, undefined, undefined, refusal.action.kind);
+    const remote = this.ctx.chatRemote;
     const engine = remote ? undefined : this.ctx.host.ready();
     // A model not trained for chat: no thinking, a short cap, replies labelled with its name.
     const completionModel = engine && !engine.info.chat ? engine.info.name : undefined;
@@ -472,25 +482,43 @@ export class ChatService {
     const prefill = await es.prefill(job, prompt, []);
     generating();
     const decoder = engine.tokenizer.stream();
-    let content = '';
+    // The same rules as ghost text, read as if the message were the file above the cursor.
+    // Generation ends as soon as a rule acts on the finished lines; nothing streams until the
+    // end, since a loop is only recognised once it has repeated (the continuation is short).
+    const judge = (text: string): FilterResult =>
+      filterJunk(text.split('\n'), {
+        linePrefix: '',
+        lineAbove: '',
+        maxLineLength: maxLineLength(text.split('\n')),
+        asciiFile: nonAsciiShare(text) < ASCII_FILE_SHARE,
+        filter: this.ctx.settings.completions.filter,
+      });
+    let raw = '';
+    let filtered = false;
     const gen = await es.generate(job, prompt, {
       maxTokens,
       specMax: this.ctx.settings.engine.speculation,
       stopIds,
       contextIds: prompt,
       onTokens: (ids) => {
-        let piece = '';
-        for (const id of ids) if (!stopIds.includes(id)) piece += decoder.push(id);
-        content += piece;
-        if (piece) this.stream(conversationId, messageId, 'content', piece, job.tokens);
+        for (const id of ids) if (!stopIds.includes(id)) raw += decoder.push(id);
+        const finished = raw.lastIndexOf('\n');
+        if (finished >= 0 && !filtered && judge(raw.slice(0, finished)).note) {
+          filtered = true;
+          job.stop();
+        }
       },
     });
-    const tail = decoder.end();
-    if (tail) {
-      content += tail;
-      this.stream(conversationId, messageId, 'content', tail, gen.ids.length);
+    raw += decoder.end();
+    const verdict = judge(raw);
+    const content = verdict.lines.join('\n').replace(/\s+$/, '');
+    if (verdict.note) {
+      this.ctx.log(`chat turn (continuation): filter ${verdict.note.rule} ${verdict.note.action} it: ${verdict.note.detail}`);
     }
-    return { reasoning: '', content, stopReason: gen.end, stats: turnStats(conversationId, 'none', prompt.length, prefill, gen) };
+    if (content) this.stream(conversationId, messageId, 'content', content, gen.ids.length);
+    // Ended by the filter, not by the user: the reply is over, as if the model had ended it.
+    const stopReason = filtered && gen.end === 'stopped' ? 'stop-token' : gen.end;
+    return { reasoning: '', content, stopReason, stats: turnStats(conversationId, 'none', prompt.length, prefill, gen) };
   }
 
   /** Records a turn that left no engine state of its own: a remote server's, or a

@@ -59,8 +59,11 @@ export function nonAsciiShare(text: string): number {
 // since ours may still be growing).
 const SHORT_LOOP = /(.{3,}?)\1{5,}/;
 const LONG_LOOP = /(.{10,}?)\1{3,}/;
-// Continue's stopAtRepeatingLines: this many identical consecutive lines.
+// Continue's stopAtRepeatingLines: this many identical consecutive lines; and, ours, the
+// same for a block of up to MAX_BLOCK_LINES lines (a doc comment's `text` / `///` pair
+// repeated is the loop a small model falls into when it writes prose).
 const REPEATED_LINES = 3;
+const MAX_BLOCK_LINES = 4;
 // A copy of the line above counts only when it says something (not `}` or `break;`).
 const LINE_ABOVE_MIN_CHARS = 10;
 // Non-code: mostly characters the file does not use.
@@ -92,6 +95,24 @@ function hasControlOrReplacement(text: string): boolean {
   // U+FFFD is a byte sequence that was not UTF-8; C0 controls other than tab never occur
   // in source text.
   return /[\u0000-\u0008\u000b-\u001f\u007f\ufffd]/.test(text);
+}
+
+/** The first block of 1 to MAX_BLOCK_LINES lines that follows itself REPEATED_LINES times
+ * in a row, or undefined. A block of one line must not be blank; a longer one must hold a
+ * line that says something (LINE_ABOVE_MIN_CHARS), so closing braces and blank lines in
+ * turn are not a loop. */
+function repeatedBlock(whole: readonly string[]): { start: number; size: number } | undefined {
+  for (let i = 0; i < whole.length; i++) {
+    for (let size = 1; size <= MAX_BLOCK_LINES && i + size * REPEATED_LINES <= whole.length; size++) {
+      const unit = whole.slice(i, i + size);
+      const says = size === 1 ? unit[0] !== '' : unit.some((l) => l.replace(/\s/g, '').length >= LINE_ABOVE_MIN_CHARS);
+      if (!says) continue;
+      let repeats = true;
+      for (let k = size; k < size * REPEATED_LINES && repeats; k++) repeats = whole[i + k] === unit[k % size];
+      if (repeats) return { start: i, size };
+    }
+  }
+  return undefined;
 }
 
 /** What is left before a rule's cut: the kept lines, or nothing when they are blank. */
@@ -132,15 +153,17 @@ export function filterJunk(lines: readonly string[], ctx: FilterContext): Filter
 
   // Whole lines: the first one completes the cursor's line.
   const whole = lines.map((l, i) => (i === 0 ? ctx.linePrefix + l : l).trim());
-  for (let i = 0; i + REPEATED_LINES - 1 < whole.length; i++) {
-    const l = whole[i];
-    if (l === '') continue;
-    let run = 1;
-    while (run < REPEATED_LINES && whole[i + run] === l) run++;
-    if (run < REPEATED_LINES) continue;
+  const block = repeatedBlock(whole);
+  if (block) {
+    const { start, size } = block;
+    const what = size === 1 ? `line ${start + 1}` : `lines ${start + 1}-${start + size}`;
     return {
-      lines: lines.slice(0, i + 1),
-      note: { rule: 'repeated-lines', action: 'cut', detail: `line ${i + 1} repeats ${REPEATED_LINES} times: ${JSON.stringify(l.slice(0, 40))}` },
+      lines: lines.slice(0, start + size),
+      note: {
+        rule: 'repeated-lines',
+        action: 'cut',
+        detail: `${what} repeat${size === 1 ? 's' : ''} ${REPEATED_LINES} times: ${JSON.stringify(whole[start].slice(0, 40))}`,
+      },
     };
   }
 

@@ -49,7 +49,8 @@ export interface CompletionServiceHost {
   readonly ring: Pick<ContextRing, 'snapshot' | 'displayPath' | 'id'>;
   readonly scheduler: Pick<Scheduler, 'run'>;
   readonly host: Pick<EngineHost, 'phase' | 'loaded' | 'whenLoadEnds'>;
-  readonly remote: Pick<RemoteBackend, 'completionBackend'> | undefined;
+  /** The completions role's remote server; undefined: the local engine serves it. */
+  readonly completionRemote: Pick<RemoteBackend, 'completionBackend'> | undefined;
   /** Where each request's numbers go. */
   readonly status: Pick<StatusReporter, 'lastCompletion' | 'changed'>;
   debug(message: string): void;
@@ -77,7 +78,7 @@ export class CompletionService {
       throw invalidRequest('textDocument/inlineCompletion needs textDocument.uri and an integer position');
     }
     const seq = ++this.seq;
-    if (!this.backend() && !this.ctx.remote && this.ctx.host.phase === 'loading') {
+    if (!this.backend() && !this.ctx.completionRemote && this.ctx.host.phase === 'loading') {
       await this.waitForLoad(token);
       if (seq !== this.seq) throw new Cancelled('superseded');
     }
@@ -223,7 +224,7 @@ export class CompletionService {
   /** What runs completions now: the remote server, or the loaded local engine (none while
    * it loads). */
   private backend(): CompletionBackend | undefined {
-    if (this.ctx.remote) return this.ctx.remote.completionBackend();
+    if (this.ctx.completionRemote) return this.ctx.completionRemote.completionBackend();
     return this.ctx.host.loaded ? localCompletionBackend(this.ctx.host.loaded) : undefined;
   }
 

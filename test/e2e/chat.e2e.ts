@@ -1,6 +1,6 @@
 // chat.e2e.ts - the chat panel in a real editor with the embedded default model, k3-mini:
 // the status tooltip names the model and its size; the panel says k3-mini is a code
-// completer that cannot chat and offers the ways out, and a message sent anyway gets a
+// completer that cannot chat and offers to choose the chat or completion backend, and a message sent anyway gets a
 // visible reply labelled as such; a second window on the same workspace, and a reload, show
 // the same history. Then, with a copy of k3-mini whose config claims chat (so its replies
 // run long), Stop ends the first reply of a new conversation and a follow-up's.
@@ -50,8 +50,8 @@ describe('with k3-mini, a code-completion model', () => {
       const chat = s.chatFrame();
       const notice = chat.locator('#notice');
       await notice.filter({ hasText: 'k3-mini is a code-completion model, not trained for chat' }).waitFor();
-      await notice.locator('button', { hasText: 'Choose a K3 Model Folder…' }).waitFor();
-      await notice.locator('button', { hasText: 'Use a Remote K3 Server…' }).waitFor();
+      await notice.locator('button', { hasText: 'Choose Chat Backend…' }).waitFor();
+      await notice.locator('button', { hasText: 'Choose Completion Backend…' }).waitFor();
       await send(s, QUESTION);
       const reply = chat.locator('.message.assistant[data-state="done"]');
       await reply.waitFor({ timeout: 120_000 });

@@ -151,7 +151,7 @@ test('the notice says a completion model cannot chat, with the ways out, and tha
   const ready = describeChatAvailability({ engine: { kind: 'ready' }, model: mini }, true);
   assert.equal(ready.canSend, true, 'sending anyway is allowed');
   assert.match(ready.notice, /^k3-mini is a code-completion model, not trained for chat: it continues a message as code/);
-  assert.deepEqual(ready.actions.map((a) => a.action), ['choose-model-folder', 'open-remote-settings']);
+  assert.deepEqual(ready.actions.map((a) => a.action), ['choose-chat-backend', 'choose-completion-backend']);
   const k3 = describeChatAvailability({ engine: { kind: 'ready' }, model: { ...mini, name: 'K3', chat: true } }, true);
   assert.deepEqual(k3, { canSend: true, notice: '', actions: [] });
   const loading = describeChatAvailability({ engine: { kind: 'loading', startedAt: 0, percent: 40 }, storageProblem: 'History cannot be saved.' }, true);
@@ -160,12 +160,14 @@ test('the notice says a completion model cannot chat, with the ways out, and tha
   assert.equal(describeChatAvailability({ engine: { kind: 'ready' } }, false).canSend, false, 'no server, no sending');
 });
 
-test('a notice button runs its action, and only the two known actions are accepted from the page', async () => {
+test('a notice button runs its action, and only the known actions are accepted from the page', async () => {
   const { controller, effects } = setup(async () => assert.fail('no reply expected'));
   await controller.handle({ type: 'action', action: 'open-remote-settings' });
   assert.deepEqual(effects, ['action open-remote-settings']);
   assert.deepEqual(parseFromWebview({ type: 'action', action: 'choose-model-folder' }), { type: 'action', action: 'choose-model-folder' });
+  assert.deepEqual(parseFromWebview({ type: 'action', action: 'choose-chat-backend' }), { type: 'action', action: 'choose-chat-backend' });
   assert.equal(parseFromWebview({ type: 'action', action: 'rm -rf' }), undefined);
+  assert.equal(parseFromWebview({ type: 'action', action: 'toString' }), undefined);
 });
 
 test('a reply from a completion model is labelled from its first piece, and by the server’s record at the end', async () => {

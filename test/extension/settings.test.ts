@@ -1,6 +1,7 @@
 // settings.test.ts - extension/settings.ts reads the `k3` section into checked values: the
 // defaults, wrong types falling back, the debounce clamped, and a workspace model folder,
-// backend or remote endpoint ignored in an untrusted workspace.
+// backend or remote endpoint ignored in an untrusted workspace, and each role's backend
+// (ghost text, chat) from its own setting or migrated from the older single k3.backend.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { readSettings, serverSection, type ConfigurationSource } from '../../extension/settings';
@@ -32,6 +33,10 @@ test('an empty configuration gives the documented defaults', () => {
   assert.deepEqual(s, {
     backend: 'local',
     remote: { endpoint: 'http://127.0.0.1:8080', model: '', timeoutMs: 60000 },
+    roles: {
+      completions: { backend: 'embedded', source: 'default', remote: { endpoint: 'http://127.0.0.1:8080', model: '', timeoutMs: 60000 } },
+      chat: { backend: 'embedded', source: 'default', remote: { endpoint: 'http://127.0.0.1:8080', model: '', timeoutMs: 60000 } },
+    },
     remoteIgnored: false,
     modelPath: '',
     modelPathIgnored: false,
@@ -146,4 +151,57 @@ test('a workspace backend or remote endpoint counts only in a trusted workspace:
   assert.equal(untrusted.backend, 'local');
   assert.equal(untrusted.remote.endpoint, 'http://10.0.0.5:8000');
   assert.equal(untrusted.remoteIgnored, true);
+});
+
+test('migration: k3.backend remote makes both roles remote on the old server, with the old model', () => {
+  const s = readSettings(config({ backend: { global: 'remote' }, 'remote.endpoint': { global: 'https://gpu:8000/v1' }, 'remote.model': { global: 'kimi-k3' } }), true);
+  for (const role of ['completions', 'chat'] as const) {
+    assert.deepEqual(s.roles[role], { backend: 'remote', source: 'migrated', remote: { endpoint: 'https://gpu:8000/v1', model: 'kimi-k3', timeoutMs: 60000 } });
+  }
+});
+
+test('migration: a k3.modelPath with the local backend makes both roles local; nothing set gives embedded for both', () => {
+  const local = readSettings(config({ modelPath: { global: '/models/k3' }, backend: { default: 'local', global: 'local' } }), true);
+  assert.equal(local.roles.completions.backend, 'local');
+  assert.equal(local.roles.chat.backend, 'local');
+  assert.equal(local.roles.chat.source, 'migrated');
+  const implicit = readSettings(config({ modelPath: { global: '/models/k3' }, backend: { default: 'local' } }), true);
+  assert.equal(implicit.roles.completions.backend, 'local', 'k3.backend defaulted to local: a model folder still means that model');
+  const none = readSettings(config({ backend: { default: 'local' }, 'completions.backend': { default: 'embedded' }, 'chat.backend': { default: 'embedded' } }), true);
+  assert.equal(none.roles.completions.backend, 'embedded');
+  assert.equal(none.roles.chat.backend, 'embedded');
+  assert.equal(none.roles.chat.source, 'default');
+});
+
+test('a role\'s own setting wins over the older one, and a role\'s own endpoint over the shared one', () => {
+  const s = readSettings(
+    config({
+      backend: { global: 'remote' },
+      'remote.endpoint': { global: 'https://shared:8000' },
+      'remote.model': { global: 'shared-model' },
+      'completions.backend': { default: 'embedded', global: 'embedded' },
+      'chat.backend': { default: 'embedded', global: 'remote' },
+      'chat.remote.endpoint': { global: 'https://chat:9000/v1' },
+    }),
+    true,
+  );
+  assert.deepEqual(s.roles.completions, { backend: 'embedded', source: 'setting', remote: { endpoint: 'https://shared:8000', model: 'shared-model', timeoutMs: 60000 } });
+  // Its own endpoint: the shared model id is not carried to another server.
+  assert.deepEqual(s.roles.chat, { backend: 'remote', source: 'setting', remote: { endpoint: 'https://chat:9000/v1', model: '', timeoutMs: 60000 } });
+  const withModel = readSettings(config({ 'chat.backend': { global: 'remote' }, 'chat.remote.endpoint': { global: 'https://chat:9000' }, 'chat.remote.model': { global: 'kimi-k3' } }), true);
+  assert.equal(withModel.roles.chat.remote.model, 'kimi-k3');
+});
+
+test('an untrusted workspace cannot send a role to a server of its choosing', () => {
+  const values = {
+    'chat.backend': { default: 'embedded', workspace: 'remote' },
+    'chat.remote.endpoint': { default: '', workspace: 'https://evil.example' },
+  };
+  const untrusted = readSettings(config(values), false);
+  assert.equal(untrusted.roles.chat.backend, 'embedded');
+  assert.equal(untrusted.roles.chat.remote.endpoint, 'http://127.0.0.1:8080');
+  assert.equal(untrusted.remoteIgnored, true);
+  const trusted = readSettings(config(values), true);
+  assert.equal(trusted.roles.chat.backend, 'remote');
+  assert.equal(trusted.roles.chat.remote.endpoint, 'https://evil.example');
 });

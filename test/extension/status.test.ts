@@ -7,7 +7,7 @@ import type { StatusResult } from '../../protocol/lsp';
 import { presetItems, wholeModelNote } from '../../extension/presets';
 import { RestartPolicy } from '../../extension/restart';
 import { describeEngineForChat } from '../../extension/engineText';
-import { describeRemote, describeStatus, engineFromStatus, formatDuration, lastSpeed, type StatusInput } from '../../extension/status';
+import { describeRemote, describeRole, describeStatus, engineFromStatus, formatDuration, lastSpeed, type StatusInput } from '../../extension/status';
 
 const base: StatusInput = { engine: { kind: 'ready' }, thinking: false, preset: 'laptop', completionsEnabled: true, now: 100_000 };
 
@@ -34,7 +34,16 @@ test('with the remote backend the tooltip names the server and says presets appl
   assert.doesNotMatch(remote.ariaLabel, /Preset: laptop/);
 });
 
-const status = (over: Partial<StatusResult>): StatusResult => ({ engineVersion: '0.1.0', phase: 'ready', preset: 'auto', queued: { completion: 0, chat: 0 }, storage: {}, ...over });
+const localRole = { backend: 'embedded', where: '/ext/media/models/k3-mini', phase: 'ready', model: 'k3-mini' } as const;
+const status = (over: Partial<StatusResult>): StatusResult => ({
+  engineVersion: '0.1.0',
+  phase: 'ready',
+  preset: 'auto',
+  queued: { completion: 0, chat: 0 },
+  storage: {},
+  roles: { completions: localRole, chat: localRole },
+  ...over,
+});
 
 test('a remote server loading its model is shown as such, in the status bar and the chat, and the tooltip names server and context', () => {
   const view = engineFromStatus(
@@ -161,4 +170,20 @@ test('the preset picker sets each preset against the loaded model: once "fits wh
   assert.equal(large[1].description, 'holds 4.0 GiB of Kimi-K3');
   assert.match(large[1].detail, /4\.0 GiB of its 150 GiB stay in memory, the rest is read as needed; fits in the 16 GiB available/);
   assert.match(large[2].detail, /all 150 GiB of Kimi-K3 stay in memory; more than the 16 GiB available/);
+});
+
+test('with ghost text and chat on different backends, the status bar names both models and the tooltip each role', () => {
+  const roles: StatusResult['roles'] = {
+    completions: { backend: 'embedded', model: 'k3-mini', where: '/ext/media/models/k3-mini', phase: 'ready', chats: false },
+    chat: { backend: 'remote', model: 'kimi-k3', where: 'https://gpu:8000/v1', phase: 'busy', remote: { endpoint: 'https://gpu:8000/v1', prompts: 'text' } },
+  };
+  const view = describeStatus({ ...base, roles });
+  assert.equal(view.text, '$(sparkle) K3 k3-mini | chat kimi-k3');
+  assert.match(view.ariaLabel, /Completions: k3-mini \(embedded, ready\)\. Chat: kimi-k3 \(remote https:\/\/gpu:8000\/v1, working\)\./);
+  assert.equal(describeStatus({ ...base, roles: { completions: roles.completions, chat: roles.completions } }).text, '$(sparkle) K3', 'one model for both: no names');
+  assert.equal(
+    describeRole('chat', { ...roles.completions, phase: 'no-model' }),
+    'Chat: k3-mini (embedded, not available, code completion only: cannot chat)',
+  );
+  assert.equal(describeRole('chat', { backend: 'remote', where: 'http://x/v1', phase: 'error' }), "Chat: the server's first model (remote http://x/v1, failed)");
 });

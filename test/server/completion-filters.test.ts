@@ -68,6 +68,28 @@ test('repeated-lines: three identical lines in a row keep only the first', () =>
   assert.equal(r.note?.rule, 'repeated-lines');
 });
 
+test('repeated-lines: a block of two lines three times in a row keeps up to its first end; closing braces in turn are not a loop', () => {
+  // k3-mini continuing "Write a TypeScript function that reverses a string" in the chat panel.
+  const doc = [
+    '    /// of the error.',
+    '    ///',
+    '    /// If the error is called with the error, the error is called.',
+    '    ///',
+    '    /// If the error is called with the error, the error is called.',
+    '    ///',
+    '    /// If the error is called with the error, the error is called.',
+    '    ///',
+    '    /// If the error is called with',
+  ];
+  const r = filterJunk(doc, ctx({ linePrefix: '' }));
+  // The block found first is `///` then the sentence (lines 2-3), so the cut ends with the sentence.
+  assert.deepEqual(r.lines, doc.slice(0, 3));
+  assert.equal(r.note?.rule, 'repeated-lines');
+  assert.match(r.note?.detail ?? '', /lines 2-3 repeat 3 times/);
+  const braces = ['      }', '    }', '', '  }', '}', '', '}', '}', ''];
+  assert.equal(filterJunk(braces, ctx({ linePrefix: '' })).note, undefined);
+});
+
 test('repeats-line-above: a completed line equal to the line above is dropped, short ones are not', () => {
   const r = filterJunk(['onst util_1 = require("./utils");'], ctx({ linePrefix: 'c', lineAbove: 'const util_1 = require("./utils");' }));
   assert.equal(r.note?.rule, 'repeats-line-above');

@@ -2,7 +2,8 @@
 // the status names the model with its size and whether it was trained for chat (config.json
 // `k3_code.chat`; absent: yes); the embedded k3-mini says no, and a chat message to it gets a
 // short plain continuation, without a think channel, labelled with its name; a malformed key
-// is refused naming file and field. And the first moments of a window: the status says
+// is refused naming file and field; what k3-mini's continuation shows passes ghost text's
+// junk rules. And the first moments of a window: the status says
 // `loading` from its first notification (never `no-model` first), and a completion asked
 // while the model loads waits for it instead of answering nothing.
 import assert from 'node:assert/strict';
@@ -12,6 +13,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { ResponseError } from 'vscode-languageserver-protocol/node';
 import { COMPLETION_MODEL_REPLY_TOKENS } from '../../server/chat/service';
+import { filterJunk, maxLineLength } from '../../server/completion/filters';
 import { Tokenizer } from '../../server/engine/tokenizer';
 import {
   ChatSendRequest,
@@ -70,6 +72,28 @@ test('a chat message to k3-mini gets a short continuation of the message itself,
     assert.notEqual(r.message.content.trim(), '', 'the continuation is shown as the reply');
     const streamed = server.streams.filter((s) => s.messageId === r.message.id);
     assert.deepEqual([...new Set(streamed.map((s) => s.channel))], ['content'], 'it streams as text, never as reasoning');
+  } finally {
+    await server.shutdown();
+  }
+});
+
+test('k3-mini asked to write a function shows only what passes the junk filter, not its doc-comment loop', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const server = await startServer({ modelPath: k3mini, settings: { ...settings, chat: { maxTokens: 4096 } } });
+  try {
+    await waitReady(server);
+    const r = await server.connection.sendRequest(ChatSendRequest.type, { message: 'Write a TypeScript function that reverses a string' });
+    assert.equal(r.message.completionModel, 'k3-mini');
+    assert.equal(r.message.stopReason, 'stop-token', 'ended by the filter, not shown as stopped by the user');
+    const lines = r.message.content.split('\n');
+    const verdict = filterJunk(lines, { linePrefix: '', lineAbove: '', maxLineLength: maxLineLength(lines), asciiFile: true });
+    assert.equal(verdict.note, undefined, `the shown reply passes the filter: ${JSON.stringify(r.message.content)}`);
+    const counts = new Map<string, number>();
+    for (const l of lines.map((x) => x.trim()).filter((x) => x.length >= 10)) counts.set(l, (counts.get(l) ?? 0) + 1);
+    const worst = Math.max(0, ...counts.values());
+    assert.ok(worst < 3, `a line is shown ${worst} times: ${JSON.stringify(r.message.content)}`);
+    const streamed = server.streams.filter((s) => s.messageId === r.message.id).map((s) => s.text).join('');
+    assert.equal(streamed, r.message.content, 'what streamed is what the history keeps');
+    assert.match(server.logs.join('\n'), /chat turn \(continuation\): filter repeated-lines cut it/);
   } finally {
     await server.shutdown();
   }

@@ -21,6 +21,9 @@ export const commands: Record<string, (ctx: Ctx) => unknown> = {
   'k3.restartEngine': (ctx) => ctx.lifecycle.restart('K3: restarting the engine'),
   'k3.setRemoteApiKey': setRemoteApiKey,
   'k3.openRemoteSettings': () => vscode.commands.executeCommand('workbench.action.openSettings', 'k3.remote'),
+  'k3.inlineEdit': (ctx) => ctx.edits.start(),
+  'k3.inlineEdit.acceptAll': (ctx) => ctx.edits.decideAll(true),
+  'k3.inlineEdit.rejectAll': (ctx) => ctx.edits.decideAll(false),
 };
 
 export function registerCommands(ctx: Ctx): void {

@@ -8,12 +8,14 @@
 import * as vscode from 'vscode';
 import { DidChangeConfigurationNotification, type LanguageClient } from 'vscode-languageclient/node';
 import type { ModelInfo, StatusResult } from '../protocol/lsp';
+import type { ChatActionView } from '../protocol/webview';
 import { RemoteApiKey } from './apiKey';
 import { ServerChatBackend } from './chatBackend';
 import { CHAT_VIEW_ID, ChatViewProvider } from './chatView';
 import type { StorageLocation } from './client';
 import { CompletionPolicy } from './completions';
 import { CrashPolicy } from './crashPolicy';
+import { InlineEdits } from './edit/inlineEdit';
 import { ClientLifecycle } from './lifecycle';
 import { Notices } from './notices';
 import { PresetSwitch } from './presetSwitch';
@@ -23,6 +25,11 @@ import { describeRemote, engineFromStatus, lastSpeed, type EngineView } from './
 import { StatusBar } from './statusBar';
 import { legacyStorageFolders, workspaceIdentity, workspaceStorageFolder } from './storage';
 
+/** A button of the chat's notice (also offered by inline edit). */
+function runChatAction(action: ChatActionView): void {
+  void vscode.commands.executeCommand(action === 'choose-model-folder' ? 'k3.selectModelFolder' : 'k3.openRemoteSettings');
+}
+
 export class Ctx {
   readonly output: vscode.LogOutputChannel;
   readonly statusBar: StatusBar;
@@ -31,6 +38,7 @@ export class Ctx {
   readonly lifecycle: ClientLifecycle;
   readonly presets: PresetSwitch;
   readonly apiKey: RemoteApiKey;
+  readonly edits: InlineEdits;
   private readonly chatBackend: ServerChatBackend;
   private readonly notices = new Notices();
   private readonly loadNotice: LoadNotification;
@@ -79,8 +87,15 @@ export class Ctx {
         this.statusBar.paint();
       },
       lastEditor: () => this.lastEditor,
-      runAction: (action) =>
-        void vscode.commands.executeCommand(action === 'choose-model-folder' ? 'k3.selectModelFolder' : 'k3.openRemoteSettings'),
+      runAction: (action) => runChatAction(action),
+      apply: (code, target) => this.edits.apply(code, target),
+    });
+    this.edits = new InlineEdits({
+      client: () => this.client,
+      availability: () => ({ view: this.chatBackend.availability(), cannotChat: this.chatBackend.completionModel() !== undefined }),
+      runAction: (action) => runChatAction(action),
+      lastEditor: () => this.lastEditor,
+      log: (m) => this.output.warn(m),
     });
     this.loadNotice = new LoadNotification({
       engine: () => this.engine,
@@ -140,6 +155,7 @@ export class Ctx {
       this.output,
       this.statusBar,
       this.chat,
+      this.edits,
       vscode.window.registerWebviewViewProvider(CHAT_VIEW_ID, this.chat, { webviewOptions: { retainContextWhenHidden: true } }),
       vscode.workspace.onDidChangeTextDocument((e) => this.completions.documentChanged(e)),
       vscode.workspace.onDidCloseTextDocument((d) => this.completions.documentClosed(d.uri.toString())),

@@ -10,6 +10,7 @@ import type { Connection, InitializeParams } from 'vscode-languageserver';
 import { ChatService, type ChatServiceHost } from './chat/service';
 import { CompletionService, type CompletionServiceHost, completionContext } from './completion/service';
 import { ContextRing } from './completion/context';
+import { EditService, type EditServiceHost } from './edit/service';
 import { Documents } from './documents';
 import { engineForecastCheck, enginePresetForecasts, enginePresets } from './engine/engine';
 import { EngineHost, type SessionSizes } from './engine/host';
@@ -28,7 +29,7 @@ import { RemoteBackend } from './remote/backend';
 import { StatusReporter, type StatusHost } from './status';
 import { WorkspaceStore } from './state/store';
 
-export class ServerCtx implements CompletionServiceHost, ChatServiceHost, StatusHost {
+export class ServerCtx implements CompletionServiceHost, ChatServiceHost, EditServiceHost, StatusHost {
   settings: ServerSettings = DEFAULT_SETTINGS;
   init: InitializationOptions = {};
   /** Workspace folder paths, for display paths in prompts. */
@@ -42,6 +43,7 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, Status
   readonly ring: ContextRing;
   readonly completions: CompletionService;
   readonly chat: ChatService;
+  readonly edit: EditService;
   readonly documents = new Documents();
   /** Receives the progress of the load in flight (its work-done progress). */
   loadProgressSink: ((p: LoadProgress) => void) | undefined;
@@ -64,6 +66,7 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, Status
     );
     this.completions = new CompletionService(this);
     this.chat = new ChatService(this);
+    this.edit = new EditService(this);
   }
 
   /** Takes the initialize request's options. */

@@ -19,6 +19,7 @@ import {
   ConversationClearRequest,
   ConversationGetRequest,
   ConversationListRequest,
+  EditStartRequest,
   type LoadProgress,
   type ModelLoadResult,
   ModelLoadRequest,
@@ -213,6 +214,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
   connection.onRequest(ConversationListRequest.type, answer0(() => ({ conversations: ctx.chat.list() })));
   connection.onRequest(ConversationGetRequest.type, answer((params) => ctx.chat.get(params?.conversationId)));
   connection.onRequest(ConversationClearRequest.type, answer((params) => ({ removed: ctx.chat.clear(params) })));
+  connection.onRequest(EditStartRequest.type, answer((params, token) => ctx.edit.start(params, token)));
 
   connection.onRequest(
     StateClearRequest.type,

@@ -122,6 +122,8 @@ export class InlineEdits implements vscode.CodeLensProvider, vscode.Disposable {
     const client = this.deps.client();
     if (!client?.isRunning()) return void vscode.window.showWarningMessage('K3: the engine is not running; restart it from the K3 menu.');
     const session = this.open(doc, span);
+    // The diff's colours show what changes; a selection over them would hide them.
+    editor.selection = new vscode.Selection(span.start, 0, span.start, 0);
     const editId = crypto.randomUUID();
     const cancel = new CancellationTokenSource();
     this.requests.set(session, cancel);
@@ -156,9 +158,10 @@ export class InlineEdits implements vscode.CodeLensProvider, vscode.Disposable {
       }
       this.changed();
     } catch (e) {
-      const cancelled = e instanceof ResponseError && e.code === LSPErrorCodes.RequestCancelled;
+      // Esc cancels the request; anything else that ends it is a failure to report.
+      const cancelled = cancel.token.isCancellationRequested || (e instanceof ResponseError && e.code === LSPErrorCodes.RequestCancelled);
       if (session.phase !== 'ended') await this.end(key, 'failed');
-      if (!cancelled && !cancel.token.isCancellationRequested) {
+      if (!cancelled) {
         this.deps.log(`k3/edit/start: ${describeRequestError(e)}`);
         void vscode.window.showErrorMessage(`K3: the edit failed, nothing changed: ${describeRequestError(e)}`);
       }
@@ -186,7 +189,10 @@ export class InlineEdits implements vscode.CodeLensProvider, vscode.Disposable {
     const doc = editor.document;
     const key = doc.uri.toString();
     if (this.sessions.has(key)) return void vscode.window.showInformationMessage('K3: accept or reject the edit in progress first.');
-    const span = editor.selection.isEmpty ? { start: 0, end: doc.lineCount - 1 } : selectedLines(editor.selection);
+    // The whole file leaves out its final empty line: the block's code carries no final line
+    // break, and the file keeps its own.
+    const lastText = doc.lineCount > 1 && doc.lineAt(doc.lineCount - 1).text === '' ? doc.lineCount - 2 : doc.lineCount - 1;
+    const span = editor.selection.isEmpty ? { start: 0, end: lastText } : selectedLines(editor.selection);
     const session = this.open(doc, span);
     if (!(await session.showDiff(code.replace(/\r?\n$/, '')))) {
       this.sessions.delete(key);
@@ -301,6 +307,7 @@ export class InlineEdits implements vscode.CodeLensProvider, vscode.Disposable {
     const key = e.document.uri.toString();
     const session = this.sessions.get(key);
     if (!session || session.applying || e.contentChanges.length === 0) return;
+    session.changedByOthers();
     for (const c of e.contentChanges) {
       const added = c.text.split('\n').length - 1;
       const removed = c.range.end.line - c.range.start.line;

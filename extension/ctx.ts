@@ -92,7 +92,7 @@ export class Ctx {
     });
     this.edits = new InlineEdits({
       client: () => this.client,
-      availability: () => ({ view: this.chatBackend.availability(), cannotChat: this.chatBackend.completionModel() !== undefined }),
+      availability: () => ({ view: this.chatBackend.availability(), cannotChat: this.chatBackend.completionModel() }),
       runAction: (action) => runChatAction(action),
       lastEditor: () => this.lastEditor,
       log: (m) => this.output.warn(m),

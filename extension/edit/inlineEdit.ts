@@ -19,9 +19,9 @@ export const ACTIVE_CONTEXT = 'k3.inlineEdit.active';
 
 export interface InlineEditDeps {
   client(): LanguageClient | undefined;
-  /** Whether the chat model can answer now (the chat panel's notice), and whether the local
-   * model is one not trained for chat. */
-  availability(): { view: ChatAvailabilityView; cannotChat: boolean };
+  /** Whether the chat model can answer now (the chat panel's notice), and the name of the
+   * local model when it is one not trained for chat. */
+  availability(): { view: ChatAvailabilityView; cannotChat: string | undefined };
   /** Runs a notice button's action (choose a model folder, open the remote settings). */
   runAction(action: ChatAvailabilityView['actions'][number]['action']): void;
   /** The editor Apply targets when a code block names no file (the last one that had focus). */
@@ -246,7 +246,9 @@ export class InlineEdits implements vscode.CodeLensProvider, vscode.Disposable {
   private canChat(): boolean {
     const { view, cannotChat } = this.deps.availability();
     if (view.canSend && !cannotChat) return true;
-    const sentence = cannotChat ? `${view.notice} Inline edit needs a chat model.` : view.notice || 'The engine cannot answer now.';
+    const sentence = cannotChat
+      ? `${cannotChat} is a code-completion model, not trained for chat: it cannot follow an edit instruction. Inline edit needs a Kimi K3 model folder or a remote K3 server.`
+      : view.notice || 'The engine cannot answer now.';
     const titles = view.actions.map((a) => a.title);
     void vscode.window.showWarningMessage(`K3: ${sentence}`, ...titles).then((pick) => {
       const action = view.actions.find((a) => a.title === pick);

@@ -5,8 +5,9 @@
 // original; a reply without code, a stream that fails midway and Esc while the rewrite is
 // still coming each leave the file unchanged; a code block's Apply in the chat opens the same
 // diff against the file it names. Then once against `k3 serve` on the tiny fixture model,
-// whose random weights write no code: the edit says so and changes nothing. Screenshots of
-// each stage go to test-results/.
+// whose random weights write no code: the edit says so and changes nothing. And with the
+// embedded k3-mini, which cannot chat, Ctrl+I says so and offers the ways out. Screenshots
+// of each stage go to test-results/.
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -252,6 +253,35 @@ describe('inline edit against k3 serve on the tiny fixture', () => {
       await s.screenshot('inline-edit-6-k3-serve');
       const file = path.join(s.workspace, 'src/fib.py');
       assert.equal(await saved(s, file), ORIGINAL);
+    });
+  });
+});
+
+describe('inline edit with k3-mini, a code-completion model', () => {
+  let s: Session;
+
+  before(async () => {
+    s = await startSession({ settings: { 'k3.completions.enabled': false }, files: { 'src/fib.py': ORIGINAL } });
+  });
+
+  after(async () => {
+    await s?.close();
+  });
+
+  test('Ctrl+I says the model cannot chat and offers a K3 model folder or a remote server; nothing is asked', async () => {
+    await step(s, 'k3-mini', async () => {
+      await waitForStatus(s, /^K3: Ready/, 120_000);
+      await openFile(s, 'fib.py');
+      await selectLines(s, 4, 7);
+      await s.page.keyboard.press('Control+I');
+      const toast = s.page.locator('.notifications-toasts .notification-list-item', {
+        hasText: 'k3-mini is a code-completion model, not trained for chat',
+      });
+      await toast.filter({ hasText: 'it cannot follow an edit instruction. Inline edit needs a Kimi K3 model folder or a remote K3 server.' }).waitFor({ timeout: 60_000 });
+      await toast.locator('.monaco-button', { hasText: 'Choose a K3 Model Folder…' }).waitFor();
+      await toast.locator('.monaco-button', { hasText: 'Use a Remote K3 Server…' }).waitFor();
+      assert.equal(await s.page.locator('.quick-input-widget .quick-input-box input').isVisible(), false, 'no instruction was asked for');
+      await s.screenshot('inline-edit-7-k3-mini');
     });
   });
 });

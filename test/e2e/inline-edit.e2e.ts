@@ -9,14 +9,13 @@
 // embedded k3-mini, which cannot chat, Ctrl+I says so and offers the ways out. Screenshots
 // of each stage go to test-results/.
 import assert from 'node:assert/strict';
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startLlamaServer, type FakeLlamaServer } from '../serve/fakes/llama-server';
 import { startServe, type Serve } from '../serve/support';
 import { ensureFixture } from '../support/fixtures';
 import { addonFile } from '../support/paths';
-import { startSession, step, waitForStatus, type Session } from './harness';
+import { startSession, step, waitForFile, waitForStatus, type Session } from './harness';
 
 const ORIGINAL = [
   'import sys',
@@ -107,12 +106,14 @@ async function hunkLenses(s: Session, n: number): Promise<void> {
   );
 }
 
-/** Saves and returns the file's bytes once the tab is clean. */
-async function saved(s: Session, file: string): Promise<string> {
+/** Saves, then waits until the file holds exactly `expected` (the workbench may write it
+ * after the tab turns clean, and may replace it rather than write in place); fails with
+ * what the file holds otherwise. */
+async function savedAs(s: Session, file: string, expected: string): Promise<void> {
   await s.page.locator('.editor-instance .monaco-editor .view-lines').click();
   await s.page.keyboard.press('Control+S');
   await s.page.locator('.tab.active:not(.dirty)').waitFor();
-  return fs.readFileSync(file, 'utf8');
+  await waitForFile(file, (text) => text === expected, 15_000);
 }
 
 describe('inline edit and Apply against a scripted chat server', () => {
@@ -151,7 +152,7 @@ describe('inline edit and Apply against a scripted chat server', () => {
       await s.screenshot('inline-edit-1-diff');
       await s.page.keyboard.press('Escape');
       await lens(s, 'Accept All').waitFor({ state: 'detached' });
-      assert.equal(await saved(s, file), ORIGINAL);
+      await savedAs(s, file, ORIGINAL);
     });
   });
 
@@ -168,10 +169,10 @@ describe('inline edit and Apply against a scripted chat server', () => {
       await s.page.locator('.editor-instance .monaco-editor .view-lines').click();
       await s.page.keyboard.press('Control+Shift+Enter');
       await lens(s, 'Accept All').waitFor({ state: 'detached' });
-      assert.equal(await saved(s, file), EDITED);
+      await savedAs(s, file, EDITED);
       await s.page.keyboard.press('Control+Z');
       await waitForLines(s, ['def fib(n):'], ['def fib(n: int) -> int:']);
-      assert.equal(await saved(s, file), ORIGINAL);
+      await savedAs(s, file, ORIGINAL);
     });
   });
 
@@ -181,13 +182,13 @@ describe('inline edit and Apply against a scripted chat server', () => {
       await selectLines(s, 4, 7);
       await askEdit(s, 'add type hints');
       await s.page.locator('.notifications-toasts .notification-list-item-message', { hasText: 'the reply holds no code to apply' }).waitFor({ timeout: 60_000 });
-      assert.equal(await saved(s, file), ORIGINAL);
+      await savedAs(s, file, ORIGINAL);
 
       fake.scripts.push({ pieces: pieces('```python\ndef fib(n: int) -> int:\n    if n'), end: { error: 'the slot was released' } });
       await selectLines(s, 4, 7);
       await askEdit(s, 'add type hints');
       await s.page.locator('.notifications-toasts .notification-list-item-message', { hasText: 'the edit failed, nothing changed' }).waitFor({ timeout: 60_000 });
-      assert.equal(await saved(s, file), ORIGINAL);
+      await savedAs(s, file, ORIGINAL);
 
       fake.scripts.push({ pieces: pieces('```python\ndef fib(n: int) -> int:\n    if n < 2:\n'), end: { stall: true } });
       await selectLines(s, 4, 7);
@@ -197,7 +198,7 @@ describe('inline edit and Apply against a scripted chat server', () => {
       await s.screenshot('inline-edit-3-streaming');
       await s.page.keyboard.press('Escape');
       await lens(s, 'Cancel (Esc)').waitFor({ state: 'detached' });
-      assert.equal(await saved(s, file), ORIGINAL);
+      await savedAs(s, file, ORIGINAL);
     });
   });
 
@@ -220,7 +221,7 @@ describe('inline edit and Apply against a scripted chat server', () => {
       await s.screenshot('inline-edit-5-apply-diff');
       await lens(s, 'Accept All').click();
       await lens(s, 'Accept All').waitFor({ state: 'detached' });
-      assert.equal(await saved(s, file), whole);
+      await savedAs(s, file, whole);
     });
   });
 });
@@ -252,7 +253,7 @@ describe('inline edit against k3 serve on the tiny fixture', () => {
       await s.page.locator('.notifications-toasts .notification-list-item-message', { hasText: 'the reply holds no code to apply' }).waitFor({ timeout: 120_000 });
       await s.screenshot('inline-edit-6-k3-serve');
       const file = path.join(s.workspace, 'src/fib.py');
-      assert.equal(await saved(s, file), ORIGINAL);
+      await savedAs(s, file, ORIGINAL);
     });
   });
 });

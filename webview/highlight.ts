@@ -1,8 +1,8 @@
 // highlight.ts - syntax highlighting for the chat's code blocks: highlight.js's core with the
 // languages people ask about most registered by hand (these fifteen add about 86 KB to the
-// minified page; the full build is about 1 MB), producing spans with `hljs-*` classes that main.css colours from the theme.
-// Runs in the page; the output is escaped text inside spans, nothing executable, and the page
-// keeps it to spans with a class.
+// minified page; the full build is about 1 MB), producing spans with `hljs-*` classes that
+// main.css colours from the theme. Runs in the page; the output is escaped text inside
+// spans, nothing executable, and the page keeps it to spans with a class.
 import hljs from 'highlight.js/lib/core';
 import bash from 'highlight.js/lib/languages/bash';
 import c from 'highlight.js/lib/languages/c';

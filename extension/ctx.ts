@@ -3,8 +3,9 @@
 // wiring of the parts that each do one job: the client's lifecycle (lifecycle.ts), the
 // status bar (statusBar.ts), the load notification (progress.ts), crashes
 // (crashPolicy.ts), problem notices (notices.ts), the preset switch (presetSwitch.ts), the
-// remote API key (apiKey.ts), the ghost-text policy and the chat view. Commands
-// (commands.ts) and main.ts reach everything through it; nothing else keeps extension state.
+// remote API key (apiKey.ts), the ghost-text policy, the chat view and inline edit
+// (edit/inlineEdit.ts). Commands (commands.ts) and main.ts reach everything through it;
+// nothing else keeps extension state.
 import * as vscode from 'vscode';
 import { DidChangeConfigurationNotification, type LanguageClient } from 'vscode-languageclient/node';
 import type { ModelInfo, StatusResult } from '../protocol/lsp';

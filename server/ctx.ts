@@ -1,11 +1,11 @@
 // ctx.ts - the server's one context object: the connection and documents, the settings and
 // initialization options, the workspace store, the scheduler, the engine host (or the
-// remote backend that replaces it), and the features (completions, chat, status) that
-// every handler reaches through it. It wires
-// them together and keeps the few cross-cutting decisions (which preset, where files go,
-// what a settings change resets); the behaviour lives in the modules it holds. Each service
+// remote backend that replaces it), and the features (completions, chat, inline edit,
+// status) that every handler reaches through it. It wires them together and keeps the few
+// cross-cutting decisions (which preset, where files go, what a settings change resets);
+// the behaviour lives in the modules it holds. Each service
 // declares the little it uses of this object (CompletionServiceHost, ChatServiceHost,
-// StatusHost) and imports nothing of it.
+// EditServiceHost, StatusHost) and imports nothing of it.
 import type { Connection, InitializeParams } from 'vscode-languageserver';
 import { ChatService, type ChatServiceHost } from './chat/service';
 import { CompletionService, type CompletionServiceHost, completionContext } from './completion/service';

@@ -51,6 +51,8 @@ export interface ChatHostDeps {
   copy(text: string): Promise<void>;
   /** Inserts at the cursor of the last active editor; false when there is none. */
   insert(text: string): Promise<boolean>;
+  /** Shows `text` as a diff against `path` or the last active editor (inline edit's Apply). */
+  apply(text: string, path: string | undefined): Promise<void>;
   /** Tells the user something outside the panel (a short notification). */
   inform(message: string): void;
   /** A reply started (true) or ended (false); drives the status bar's thinking state. */
@@ -102,6 +104,9 @@ export class ChatController {
         return;
       case 'insert':
         if (!(await this.deps.insert(message.text))) this.deps.inform('Open an editor to insert the code into.');
+        return;
+      case 'apply':
+        await this.deps.apply(message.text, message.path);
         return;
       case 'action':
         this.deps.runAction(message.action);
@@ -290,6 +295,9 @@ export function parseFromWebview(raw: unknown): FromWebview | undefined {
     case 'copy':
     case 'insert':
       return str('text') ? { type, text: m.text as string } : undefined;
+    case 'apply':
+      if (!str('text') || (m.path !== undefined && !str('path'))) return undefined;
+      return m.path ? { type, text: m.text as string, path: m.path as string } : { type, text: m.text as string };
     case 'action':
       return isChatAction(m.action) ? { type, action: m.action } : undefined;
     default: {

@@ -17,6 +17,8 @@ export interface ChatViewHooks {
   lastEditor(): vscode.TextEditor | undefined;
   /** A button of the panel's notice. */
   runAction(action: ChatActionView): void;
+  /** A code block's Apply: the diff flow of inline edit (edit/inlineEdit.ts). */
+  apply(code: string, path: string | undefined): Promise<void>;
 }
 
 export class ChatViewProvider implements vscode.WebviewViewProvider, vscode.Disposable {
@@ -34,6 +36,7 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, vscode.Disp
       post: (m) => this.post(m),
       copy: (text) => Promise.resolve(vscode.env.clipboard.writeText(text)),
       insert: (text) => insertAtCursor(hooks.lastEditor(), text),
+      apply: (text, path) => hooks.apply(text, path),
       inform: (message) => void vscode.window.showInformationMessage(message),
       thinking: hooks.thinking,
       speed: hooks.speed,

@@ -25,6 +25,9 @@ export const commands: Record<string, (ctx: Ctx) => unknown> = {
   'k3.openRemoteSettings': () => vscode.commands.executeCommand('workbench.action.openSettings', 'k3.remote'),
   'k3.chooseCompletionBackend': (ctx) => chooseBackend(ctx, 'completions'),
   'k3.chooseChatBackend': (ctx) => chooseBackend(ctx, 'chat'),
+  'k3.inlineEdit': (ctx) => ctx.edits.start(),
+  'k3.inlineEdit.acceptAll': (ctx) => ctx.edits.decideAll(true),
+  'k3.inlineEdit.rejectAll': (ctx) => ctx.edits.decideAll(false),
 };
 
 export function registerCommands(ctx: Ctx): void {

@@ -3,8 +3,9 @@
 // wiring of the parts that each do one job: the client's lifecycle (lifecycle.ts), the
 // status bar (statusBar.ts), the load notification (progress.ts), crashes
 // (crashPolicy.ts), problem notices (notices.ts), the preset switch (presetSwitch.ts), the
-// remote API key (apiKey.ts), the ghost-text policy and the chat view. Commands
-// (commands.ts) and main.ts reach everything through it; nothing else keeps extension state.
+// remote API key (apiKey.ts), the ghost-text policy, the chat view and inline edit
+// (edit/inlineEdit.ts). Commands (commands.ts) and main.ts reach everything through it;
+// nothing else keeps extension state.
 import * as vscode from 'vscode';
 import { DidChangeConfigurationNotification, type LanguageClient } from 'vscode-languageclient/node';
 import type { ModelInfo, StatusResult } from '../protocol/lsp';
@@ -15,6 +16,7 @@ import { CHAT_VIEW_ID, ChatViewProvider } from './chatView';
 import type { StorageLocation } from './client';
 import { CompletionPolicy } from './completions';
 import { CrashPolicy } from './crashPolicy';
+import { InlineEdits } from './edit/inlineEdit';
 import { ClientLifecycle } from './lifecycle';
 import { Notices } from './notices';
 import { PresetSwitch } from './presetSwitch';
@@ -31,7 +33,7 @@ function rolesKey(s: Settings): string {
   return JSON.stringify([role(s.roles.completions), role(s.roles.chat)]);
 }
 
-/** The command behind each button of the chat panel's notice. */
+/** The command behind each button of the chat panel's notice (also offered by inline edit). */
 const CHAT_ACTION_COMMANDS: Record<ChatActionView, string> = {
   'choose-model-folder': 'k3.selectModelFolder',
   'open-remote-settings': 'k3.openRemoteSettings',
@@ -47,6 +49,7 @@ export class Ctx {
   readonly lifecycle: ClientLifecycle;
   readonly presets: PresetSwitch;
   readonly apiKey: RemoteApiKey;
+  readonly edits: InlineEdits;
   private readonly chatBackend: ServerChatBackend;
   private readonly notices = new Notices();
   private readonly loadNotice: LoadNotification;
@@ -102,6 +105,14 @@ export class Ctx {
       },
       lastEditor: () => this.lastEditor,
       runAction: (action) => void vscode.commands.executeCommand(CHAT_ACTION_COMMANDS[action]),
+      apply: (code, target) => this.edits.apply(code, target),
+    });
+    this.edits = new InlineEdits({
+      client: () => this.client,
+      availability: () => ({ view: this.chatBackend.availability(), cannotChat: this.chatBackend.completionModel() }),
+      runAction: (action) => void vscode.commands.executeCommand(CHAT_ACTION_COMMANDS[action]),
+      lastEditor: () => this.lastEditor,
+      log: (m) => this.output.warn(m),
     });
     this.loadNotice = new LoadNotification({
       engine: () => this.engine,
@@ -161,6 +172,7 @@ export class Ctx {
       this.output,
       this.statusBar,
       this.chat,
+      this.edits,
       vscode.window.registerWebviewViewProvider(CHAT_VIEW_ID, this.chat, { webviewOptions: { retainContextWhenHidden: true } }),
       vscode.workspace.onDidChangeTextDocument((e) => this.completions.documentChanged(e)),
       vscode.workspace.onDidCloseTextDocument((d) => this.completions.documentClosed(d.uri.toString())),

@@ -176,6 +176,9 @@ export type K3ErrorKind =
   | 'remote-failed'
   | 'storage-unavailable'
   | 'conversation-changed'
+  /** An inline edit asked of a model not trained for chat (k3-mini): it cannot follow an
+   * instruction, so nothing is generated. */
+  | 'model-cannot-chat'
   /** The API key would go in clear text (http://) to another machine. */
   | 'remote-insecure';
 
@@ -607,3 +610,61 @@ export namespace StateClearRequest {
   export const type = new RequestType0<{ removedFiles: number }, void>(method);
 }
 
+
+// ---- Inline edit -----------------------------------------------------------------------------
+
+export interface EditStartParams {
+  /** The client's name for this edit; its k3/edit/didStream pieces carry it. */
+  editId: string;
+  /** The document's language id (`python`, `typescript`, ...). */
+  languageId: string;
+  /** The file's path as the user knows it (workspace-relative), for the prompt. */
+  path?: string;
+  /** The document's text before the selection (the server keeps its last lines). */
+  before: string;
+  /** The whole lines to rewrite. */
+  selection: string;
+  /** The document's text after the selection (the server keeps its first lines). */
+  after: string;
+  /** What to do, as the user typed it. */
+  instruction: string;
+  /** Most tokens of the reply (default: the `chat.maxTokens` setting). */
+  maxTokens?: number;
+}
+
+/** The reply read as an edit (docs/PROMPTS.md, "Inline edit"): the rewritten selection from
+ * its one code block, or the reply as a message when it holds no finished code block (a
+ * question, a refusal, a reply cut off inside its code). A message is shown, never applied. */
+export type EditReply = { kind: 'code'; code: string; language: string } | { kind: 'message'; text: string };
+
+export interface EditStartResult {
+  editId: string;
+  reply: EditReply;
+  stopReason: ChatStopReason;
+  generatedTokens: number;
+}
+
+/** `k3/edit/start`: rewrites a selection as an instruction says, with the chat model
+ * (local or remote), streaming the code as it comes (`k3/edit/didStream`); resolves with the
+ * reply read as an edit. Nothing is recorded in the chat history. Cancel it with
+ * `$/cancelRequest`. A model not trained for chat is refused (`model-cannot-chat`). */
+export namespace EditStartRequest {
+  export const method = 'k3/edit/start' as const;
+  export const type = new RequestType<EditStartParams, EditStartResult, K3ErrorData>(method);
+}
+
+export interface EditStreamParams {
+  editId: string;
+  /** The rewritten code so far: the finished lines of the reply's code block (empty before
+   * the block opens). Each notification replaces the previous one. */
+  code: string;
+  /** Tokens generated so far. */
+  tokens: number;
+}
+
+/** `k3/edit/didStream` (server -> client): the rewrite so far, sent when a line of code is
+ * finished. */
+export namespace EditStreamNotification {
+  export const method = 'k3/edit/didStream' as const;
+  export const type = new NotificationType<EditStreamParams>(method);
+}

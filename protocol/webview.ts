@@ -78,5 +78,8 @@ export type FromWebview =
   | { type: 'copy'; text: string }
   /** A code block's Insert button: insert at the cursor of the last active editor. */
   | { type: 'insert'; text: string }
+  /** A code block's Apply button: show the code as a diff against `path` (from the fence's
+   * info string, relative to the workspace), else the last active editor, to accept or reject. */
+  | { type: 'apply'; text: string; path?: string }
   /** A button of the notice. */
   | { type: 'action'; action: ChatActionView };

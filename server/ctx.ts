@@ -1,15 +1,16 @@
 // ctx.ts - the server's one context object: the connection and documents, the settings and
 // initialization options, the workspace store, the scheduler, the engine host and the
 // remote backends, each role (ghost text, chat) on its own (roles.ts), and the features
-// (completions, chat, status) that every handler reaches through it. It wires
+// (completions, chat, inline edit, status) that every handler reaches through it. It wires
 // them together and keeps the few cross-cutting decisions (which preset, where files go,
 // what a settings change resets); the behaviour lives in the modules it holds. Each service
 // declares the little it uses of this object (CompletionServiceHost, ChatServiceHost,
-// StatusHost) and imports nothing of it.
+// EditServiceHost, StatusHost) and imports nothing of it.
 import type { Connection, InitializeParams } from 'vscode-languageserver';
 import { ChatService, type ChatServiceHost } from './chat/service';
 import { CompletionService, type CompletionServiceHost, completionContext } from './completion/service';
 import { ContextRing } from './completion/context';
+import { EditService, type EditServiceHost } from './edit/service';
 import { Documents } from './documents';
 import { engineForecastCheck, enginePresetForecasts, enginePresets } from './engine/engine';
 import { EngineHost, type SessionSizes } from './engine/host';
@@ -32,7 +33,7 @@ import { readModelInfo } from './engine/modelInfo';
 import { StatusReporter, type StatusHost } from './status';
 import { WorkspaceStore } from './state/store';
 
-export class ServerCtx implements CompletionServiceHost, ChatServiceHost, StatusHost {
+export class ServerCtx implements CompletionServiceHost, ChatServiceHost, EditServiceHost, StatusHost {
   settings: ServerSettings = DEFAULT_SETTINGS;
   init: InitializationOptions = {};
   /** Workspace folder paths, for display paths in prompts. */
@@ -46,6 +47,7 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, Status
   readonly ring: ContextRing;
   readonly completions: CompletionService;
   readonly chat: ChatService;
+  readonly edit: EditService;
   readonly documents = new Documents();
   /** Receives the progress of the load in flight (its work-done progress). */
   loadProgressSink: ((p: LoadProgress) => void) | undefined;
@@ -70,6 +72,7 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, Status
     );
     this.completions = new CompletionService(this);
     this.chat = new ChatService(this);
+    this.edit = new EditService(this);
   }
 
   /** Takes the initialize request's options. */

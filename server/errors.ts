@@ -52,6 +52,7 @@ const KINDS: Record<K3ErrorKind, { code: number; action: K3Action['kind'] }> = {
   'storage-unavailable': { code: K3ErrorCodes.EngineFailed, action: 'none' },
   'conversation-changed': { code: K3ErrorCodes.EngineFailed, action: 'none' },
   'remote-insecure': { code: K3ErrorCodes.EngineFailed, action: 'open-remote-settings' },
+  'model-cannot-chat': { code: K3ErrorCodes.NoModel, action: 'choose-model-folder' },
 };
 
 /** A failure the user can act on: what happened, and the action that helps. */

@@ -20,6 +20,7 @@ import {
   ConversationClearRequest,
   ConversationGetRequest,
   ConversationListRequest,
+  EditStartRequest,
   type LoadProgress,
   type ModelLoadResult,
   ModelLoadRequest,
@@ -226,6 +227,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
   connection.onRequest(ConversationListRequest.type, answer0(() => ({ conversations: ctx.chat.list() })));
   connection.onRequest(ConversationGetRequest.type, answer((params) => ctx.chat.get(params?.conversationId)));
   connection.onRequest(ConversationClearRequest.type, answer(async (params) => ({ removed: await ctx.chat.clear(params) })));
+  connection.onRequest(EditStartRequest.type, answer((params, token) => ctx.edit.start(params, token)));
 
   connection.onRequest(
     StateClearRequest.type,

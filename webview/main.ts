@@ -1,11 +1,12 @@
 // main.ts - the chat view's page script (runs in the sandboxed webview, not in Node). It
 // renders the state that state.ts keeps from the host's messages, and posts the user's
 // actions back as FromWebview messages. Reasoning streams in view and folds away once the
-// answer starts; a reply whose thinking never ended is shown as the answer. A reply from a
-// model not trained for chat is plain text with a label saying so. It has no access to
+// answer starts; a reply whose thinking never ended is shown as the answer. Code blocks are
+// highlighted and carry Copy, Insert and Apply (a diff against their file, or the editor). A
+// reply from a model not trained for chat is plain text with a label saying so. It has no access to
 // the engine or the files; the only thing it keeps itself (vscode.setState) is the draft.
 import type { ChatActionView, ChatMessageView, FromWebview, ToWebview } from '../protocol/webview';
-import { renderMarkdown } from './markdown';
+import { highlightBlocks, renderMarkdown } from './markdown';
 import { initialState, reduce, shownParts, streamingMessageId, type PageState } from './state';
 
 interface VsCodeApi {
@@ -74,11 +75,19 @@ function renderMessage(m: ChatMessageView): HTMLElement {
     content.textContent = answer;
   } else {
     content.innerHTML = renderMarkdown(answer);
+    highlightBlocks(content);
     for (const pre of Array.from(content.querySelectorAll('pre'))) {
       const tools = el('div', { class: 'code-tools' });
+      const target = pre.getAttribute('data-path');
+      if (target) tools.append(el('span', { class: 'code-path', title: 'The file Apply changes' }, target));
       tools.append(
         el('button', { class: 'secondary', 'data-action': 'copy', title: 'Copy the code' }, 'Copy'),
         el('button', { class: 'secondary', 'data-action': 'insert', title: 'Insert the code at the cursor' }, 'Insert'),
+        el(
+          'button',
+          { class: 'secondary', 'data-action': 'apply', title: target ? `Show the code as a diff against ${target} to accept or reject` : 'Show the code as a diff against the editor (its selection, else the whole file) to accept or reject' },
+          'Apply',
+        ),
       );
       pre.before(tools);
     }
@@ -177,9 +186,14 @@ picker.addEventListener('change', () => {
 });
 messages.addEventListener('click', (e) => {
   const button = (e.target as HTMLElement).closest('button[data-action]');
-  const code = button?.parentElement?.nextElementSibling?.querySelector('code')?.textContent;
-  if (!button || code === undefined || code === null) return;
-  post(button.getAttribute('data-action') === 'insert' ? { type: 'insert', text: code } : { type: 'copy', text: code });
+  const pre = button?.parentElement?.nextElementSibling;
+  const code = pre?.querySelector('code')?.textContent;
+  if (!button || !pre || code === undefined || code === null) return;
+  const action = button.getAttribute('data-action');
+  if (action === 'apply') {
+    const target = pre.getAttribute('data-path');
+    post(target ? { type: 'apply', text: code, path: target } : { type: 'apply', text: code });
+  } else post(action === 'insert' ? { type: 'insert', text: code } : { type: 'copy', text: code });
 });
 
 window.addEventListener('message', (event: MessageEvent<ToWebview>) => {

@@ -32,6 +32,7 @@ function setup(reply: Reply, stored: ConversationView[] = []) {
     post: (m) => posted.push(structuredClone(m)),
     copy: async (t) => void effects.push(`copy ${t}`),
     insert: async (t) => (effects.push(`insert ${t}`), true),
+    apply: async (t, file) => void effects.push(`apply ${t}${file ? ` to ${file}` : ''}`),
     inform: (m) => void effects.push(`inform ${m}`),
     thinking: (a) => void effects.push(a ? 'thinking' : 'idle'),
     speed: (tps) => void effects.push(`speed ${tps}`),
@@ -51,7 +52,11 @@ test('parseFromWebview accepts each well-formed message and nothing else', () =>
   });
   assert.deepEqual(parseFromWebview({ type: 'stop', conversationId: 'c' }), { type: 'stop', conversationId: 'c' });
   assert.deepEqual(parseFromWebview({ type: 'insert', text: 'x' }), { type: 'insert', text: 'x' });
-  for (const bad of [null, 'send', { type: 'send', text: 3, conversationId: null }, { type: 'stop' }, { type: 'copy' }, { type: 'eval', code: '1' }]) {
+  assert.deepEqual(parseFromWebview({ type: 'apply', text: 'x' }), { type: 'apply', text: 'x' });
+  assert.deepEqual(parseFromWebview({ type: 'apply', text: 'x', path: 'src/a.py' }), { type: 'apply', text: 'x', path: 'src/a.py' });
+  const bads: unknown[] = [null, 'send', { type: 'send', text: 3, conversationId: null }, { type: 'stop' }, { type: 'copy' }, { type: 'eval', code: '1' }];
+  bads.push({ type: 'apply' }, { type: 'apply', text: 'x', path: 7 });
+  for (const bad of bads) {
     assert.equal(parseFromWebview(bad), undefined, JSON.stringify(bad));
   }
 });
@@ -115,7 +120,7 @@ test('a failed reply says why in the message', async () => {
   assert.equal(last.message.error, 'No model is loaded.');
 });
 
-test('ready restores the newest conversation from the backend; open, delete, copy and insert do their part', async () => {
+test('ready restores the newest conversation from the backend; open, delete, copy, insert and apply do their part', async () => {
   const stored: ConversationView[] = [
     { id: 'old', title: 'Old', updatedAt: 1, messages: [] },
     { id: 'new', title: 'New', updatedAt: 5, messages: [{ id: 'm', role: 'user', content: 'q', reasoning: '', state: 'done' }] },
@@ -135,7 +140,8 @@ test('ready restores the newest conversation from the backend; open, delete, cop
   assert.deepEqual(after.conversations.map((c) => c.id), ['new']);
   await controller.handle({ type: 'copy', text: 'a()' });
   await controller.handle({ type: 'insert', text: 'b()' });
-  assert.deepEqual(effects, ['delete old', 'copy a()', 'insert b()']);
+  await controller.handle({ type: 'apply', text: 'c()', path: 'src/c.py' });
+  assert.deepEqual(effects, ['delete old', 'copy a()', 'insert b()', 'apply c() to src/c.py']);
   await controller.handle({ type: 'newChat' });
   assert.deepEqual(posted.slice(-1), [{ type: 'focusInput' }]);
 });
@@ -187,6 +193,7 @@ test('a reply from a completion model is labelled from its first piece, and by t
     post: (m) => posted.push(structuredClone(m)),
     copy: async () => undefined,
     insert: async () => true,
+    apply: async () => undefined,
     inform: () => undefined,
     thinking: () => undefined,
     speed: () => undefined,

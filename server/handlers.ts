@@ -14,6 +14,7 @@ import type { ServerCtx } from './ctx';
 import { loadAddon } from './engine/addon';
 import { invalidRequest, toResponseError } from './errors';
 import {
+  ChatBudgetRequest,
   ChatSendRequest,
   ChatStopRequest,
   ConversationClearRequest,
@@ -210,6 +211,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
 
   connection.onRequest(ChatSendRequest.type, answer((params, token) => ctx.chat.send(params, token)));
   connection.onRequest(ChatStopRequest.type, answer((params) => ({ stopped: ctx.chat.stop(params?.conversationId) })));
+  connection.onRequest(ChatBudgetRequest.type, answer((params) => ctx.chat.budget(params)));
   connection.onRequest(ConversationListRequest.type, answer0(() => ({ conversations: ctx.chat.list() })));
   connection.onRequest(ConversationGetRequest.type, answer((params) => ctx.chat.get(params?.conversationId)));
   connection.onRequest(ConversationClearRequest.type, answer((params) => ({ removed: ctx.chat.clear(params) })));

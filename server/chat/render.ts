@@ -100,18 +100,18 @@ export function assistantSegments(reasoning: string, content: string, thinking: 
   return out;
 }
 
-/** The whole conversation as segments. */
+/** One message of a conversation as segments (its ids when it has them). */
+export function oneMessageSegments(m: RenderMessage, thinking: boolean): Segment[] {
+  if (m.role !== 'assistant') return messageSegments(m.role, m.content);
+  return m.ids ? [{ ids: m.ids }] : assistantSegments(m.reasoning ?? '', m.content, thinking);
+}
+
+/** The whole conversation as segments. Each message's segments stand alone, so the
+ * rendering's length is the sum of its parts' (server/chat/budget.ts counts on it). */
 export function renderSegments(messages: readonly RenderMessage[], options: RenderOptions): Segment[] {
   const out: Segment[] = [];
   if (options.thinking) out.push(...thinkingEffortSegments(options.effort ?? 'max'));
-  for (const m of messages) {
-    if (m.role === 'assistant') {
-      if (m.ids) out.push({ ids: m.ids });
-      else out.push(...assistantSegments(m.reasoning ?? '', m.content, options.thinking));
-    } else {
-      out.push(...messageSegments(m.role, m.content));
-    }
-  }
+  for (const m of messages) out.push(...oneMessageSegments(m, options.thinking));
   if (options.generationPrompt) out.push(...generationPromptSegments(options.thinking));
   return out;
 }
@@ -155,6 +155,16 @@ export class ChatRenderer {
 
   render(messages: readonly RenderMessage[], options: RenderOptions): number[] {
     return this.encode(renderSegments(messages, options));
+  }
+
+  /** Tokens of one message as a conversation renders it. */
+  messageTokens(m: RenderMessage, thinking: boolean): number {
+    return this.encode(oneMessageSegments(m, thinking)).length;
+  }
+
+  /** Tokens of `t` as message content (text, specials disallowed). */
+  textTokens(t: string): number {
+    return t === '' ? 0 : this.tok.encode(t, false).length;
   }
 
   generationPrompt(thinking: boolean): number[] {

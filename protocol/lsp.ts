@@ -533,7 +533,8 @@ export interface ChatBudgetParams {
 export interface ChatBudget {
   /** Positions of the context. */
   contextTokens: number;
-  /** Kept free for the reply. */
+  /** Kept free for the reply (its token limit, at most a quarter of the context) and what
+   * closes it when cut. */
   replyTokens: number;
   /** The new message with its format tokens, without attachments. */
   messageTokens: number;

@@ -12,7 +12,7 @@ export const MAX_ATTACHMENT_BYTES = 4 * 1024 * 1024;
 export const MAX_ATTACHMENTS = 32;
 
 /** The reply's reserve: the request's token limit, but at most a quarter of the context, so
- * a small context still holds a conversation (a reply that reaches the context's end stops
+ * a small context still holds a conversation (a reply that reaches the reserve's end stops
  * there, as at its token limit). */
 export function replyReserve(maxTokens: number, context: number): number {
   return Math.max(1, Math.min(maxTokens, Math.floor(context / 4)));

@@ -23,6 +23,8 @@ export interface TurnCounter {
   /** The tokens every prompt has besides its messages (a thinking-effort message, the
    * generation prompt). */
   overhead: number;
+  /** Kept free after the reply: what closes a reply cut short (0 for a remote server). */
+  closing: number;
 }
 
 /** Counting with the model's chat renderer: exact. */
@@ -33,6 +35,7 @@ export function rendererCounter(renderer: ChatRenderer, context: number, thinkin
     text: (t) => renderer.textTokens(t),
     message: (m) => renderer.messageTokens(m, thinking),
     overhead: renderer.render([], { thinking, generationPrompt: true }).length,
+    closing: renderer.closerRoom(),
   };
 }
 
@@ -51,6 +54,7 @@ export function remoteCounter(context: number, encode: ((t: string) => number) |
     text,
     message: (m) => text(m.content) + text(m.reasoning ?? '') + TEMPLATE_TOKENS,
     overhead: TEMPLATE_TOKENS,
+    closing: 0,
   };
 }
 
@@ -127,7 +131,7 @@ export function planTurn(
     already = Math.min(already, at);
   }
   const context = counter.context;
-  const reply = replyReserve(maxTokens, context);
+  const reply = replyReserve(maxTokens, context) + counter.closing;
   const bare = counter.message({ role: 'user', content: message });
   const fixed = reply + counter.overhead + bare;
   if (fixed > context) {

@@ -176,6 +176,12 @@ export class ChatRenderer {
     return new ReplyParser(this.tok, { open: this.open, close: this.close, sep: this.sep }, this.stopIds, thinking);
   }
 
+  /** The most ids closer() can add (a reply cut inside a think tag): kept free at the
+   * context's end, so a cut reply can always be closed. */
+  closerRoom(): number {
+    return this.closer('think', true).length;
+  }
+
   /** The ids that close a reply left in `state` (cut by the token limit or a stop), so the
    * turn ends the way a finished one does: channels closed, message closed, <|end_of_msg|>. */
   closer(state: ReplyState, inTag: boolean): number[] {

@@ -384,7 +384,8 @@ export class ChatService {
         turn.generating = true;
         const parser = renderer.parser(thinking);
         const gen = await es.generate(job, prompt, {
-          maxTokens,
+          // The context's end, less the room to close a cut reply, is a limit too.
+          maxTokens: Math.max(1, Math.min(maxTokens, es.maxContext - prompt.length - renderer.closerRoom())),
           specMax: settings.engine.speculation,
           stopIds: renderer.stopIds,
           contextIds: prompt.slice(-DRAFT_WINDOW),

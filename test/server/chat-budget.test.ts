@@ -127,7 +127,7 @@ test('regenerate and edit replace a user message and every later one; a message 
   assert.throws(() => planTurn(conv, 'x', undefined, 'nope', 64, counter, 1), /replaceFrom: nope/);
   assert.throws(
     () => planTurn(conv, 'word '.repeat(400), undefined, undefined, 64, rendererCounter(renderer, 256, false), 1),
-    /The message is \d+ tokens; with 64 kept for the reply and \d+ of the chat format it does not fit the context of 256 tokens/,
+    /The message is \d+ tokens; with \d+ kept for the reply and \d+ of the chat format it does not fit the context of 256 tokens/,
   );
 });
 

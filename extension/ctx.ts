@@ -140,6 +140,7 @@ export class Ctx {
       this.output,
       this.statusBar,
       this.chat,
+      this.chat.watchEditors(),
       vscode.window.registerWebviewViewProvider(CHAT_VIEW_ID, this.chat, { webviewOptions: { retainContextWhenHidden: true } }),
       vscode.workspace.onDidChangeTextDocument((e) => this.completions.documentChanged(e)),
       vscode.workspace.onDidCloseTextDocument((d) => this.completions.documentClosed(d.uri.toString())),

@@ -433,17 +433,21 @@ export class ChatController {
       this.running.delete(runKey);
       this.deps.thinking(false);
     }
-    this.deps.post({ type: 'message', conversationId: conversation.id, message: { ...reply } });
-    // The server's record: its ids (for regenerate and edit), the attachments as sent, and
-    // how many earlier messages are no longer sent.
-    if (reply.state !== 'error' && this.current === conversation && !conversation.id.startsWith('new-')) {
-      const recorded = await this.loadMarked(conversation.id).catch(() => null);
-      if (recorded && this.current === conversation) {
-        const last = recorded.messages[recorded.messages.length - 1];
-        if (last && reply.note) last.note = reply.note;
-        this.current = recorded;
-        this.postSnapshot();
-      }
+    // The finished turn as the server recorded it, when it did: its ids (for regenerate and
+    // edit), the attachments as sent, how many earlier messages are no longer sent. So a
+    // finished reply on the page is always the recorded one.
+    const recorded =
+      reply.state !== 'error' && this.current === conversation && !conversation.id.startsWith('new-')
+        ? await this.loadMarked(conversation.id).catch(() => null)
+        : null;
+    const last = recorded?.messages[recorded.messages.length - 1];
+    if (recorded && last?.role === 'assistant' && this.current === conversation) {
+      if (reply.note) last.note = reply.note;
+      if (reply.state === 'stopped') last.state = 'stopped';
+      this.current = recorded;
+      this.postSnapshot();
+    } else {
+      this.deps.post({ type: 'message', conversationId: conversation.id, message: { ...reply } });
     }
     await this.draftChanged();
   }

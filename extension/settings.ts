@@ -20,6 +20,9 @@ export interface CompletionSettings {
 export interface ChatSettings {
   /** Most tokens of one chat reply, reasoning included. */
   maxTokens: number;
+  /** Positions of the chat's context: a conversation longer than it leaves out its oldest
+   * turns (docs/PROMPTS.md, "Long conversations"). */
+  maxContext: number;
 }
 
 export interface RemoteSettings {
@@ -53,7 +56,7 @@ export interface Settings {
 export type ConfigurationSource = Pick<vscode.WorkspaceConfiguration, 'get' | 'inspect'>;
 
 /** Settings whose change needs the server restarted (they go in initializationOptions). */
-export const SERVER_SETTINGS = ['k3.modelPath', 'k3.preset', 'k3.backend', 'k3.remote.endpoint', 'k3.remote.model', 'k3.remote.timeoutMs'] as const;
+export const SERVER_SETTINGS = ['k3.modelPath', 'k3.preset', 'k3.backend', 'k3.remote.endpoint', 'k3.remote.model', 'k3.remote.timeoutMs', 'k3.chat.maxContext'] as const;
 
 /** The key of the remote backend's API key in VS Code's SecretStorage (never in settings). */
 export const REMOTE_API_KEY_SECRET = 'k3.remote.apiKey';
@@ -64,6 +67,9 @@ export const DEFAULT_REMOTE_TIMEOUT_MS = 60_000;
  * answers; 4,096 tokens leave room for both in most replies. */
 export const DEFAULT_CHAT_MAX_TOKENS = 4096;
 const CHAT_MAX_TOKENS_RANGE = [16, 131_072] as const;
+/** k3.chat.maxContext's default and bounds (package.json and the server say the same). */
+export const DEFAULT_CHAT_MAX_CONTEXT = 32_768;
+const CHAT_MAX_CONTEXT_RANGE = [256, 1 << 20] as const;
 
 const DEFAULT_DISABLED_LANGUAGES = ['plaintext', 'markdown', 'scminput'];
 
@@ -108,6 +114,7 @@ export function readSettings(config: ConfigurationSource, workspaceTrusted: bool
   const endpoint = trustedValue(config, 'remote.endpoint', workspaceTrusted);
   const timeout = config.get<unknown>('remote.timeoutMs');
   const chatMax = config.get<unknown>('chat.maxTokens');
+  const chatContext = config.get<unknown>('chat.maxContext');
   return {
     backend: backend.value === 'remote' ? 'remote' : 'local',
     remote: {
@@ -135,11 +142,18 @@ export function readSettings(config: ConfigurationSource, workspaceTrusted: bool
         typeof chatMax === 'number' && Number.isFinite(chatMax)
           ? Math.min(CHAT_MAX_TOKENS_RANGE[1], Math.max(CHAT_MAX_TOKENS_RANGE[0], Math.round(chatMax)))
           : DEFAULT_CHAT_MAX_TOKENS,
+      maxContext:
+        typeof chatContext === 'number' && Number.isFinite(chatContext)
+          ? Math.min(CHAT_MAX_CONTEXT_RANGE[1], Math.max(CHAT_MAX_CONTEXT_RANGE[0], Math.round(chatContext)))
+          : DEFAULT_CHAT_MAX_CONTEXT,
     },
   };
 }
 
 /** The part of the settings the server uses, in its shape (initializationOptions.settings). */
 export function serverSection(settings: Settings): SettingsSection {
-  return { completions: { multiline: settings.completions.multiline }, chat: { maxTokens: settings.chat.maxTokens } };
+  return {
+    completions: { multiline: settings.completions.multiline },
+    chat: { maxTokens: settings.chat.maxTokens, maxContext: settings.chat.maxContext },
+  };
 }

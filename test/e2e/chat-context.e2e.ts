@@ -47,7 +47,7 @@ describe('chat context with a local model that chats', () => {
     delete config.k3_code;
     fs.writeFileSync(path.join(model, 'config.json'), JSON.stringify(config));
     s = await startSession({
-      settings: { 'k3.modelPath': model, 'k3.chat.maxTokens': 16, 'k3.chat.maxContext': 256, },
+      settings: { 'k3.modelPath': model, 'k3.chat.maxTokens': 16, 'k3.chat.maxContext': 256 },
       files: { 'src/add.ts': ADD, 'src/util.ts': UTIL, 'logo.bin': '\u0000PNG\u0000\u0001binary' },
     });
   });

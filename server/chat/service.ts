@@ -229,7 +229,11 @@ export class ChatService {
     const conv = v.conversationId === undefined ? undefined : this.ctx.store.get(v.conversationId);
     if (v.conversationId !== undefined && !conv) throw new K3Failure('unknown-conversation', `No conversation has the id ${String(v.conversationId)}.`);
     const thinking = conv?.thinking ?? this.ctx.settings.chat.thinking;
-    const plan = planTurn(conv, v.message, attachments, v.replaceFrom, this.ctx.settings.chat.maxTokens, this.counter(thinking), Date.now());
+    // As send() caps it: a model not trained for chat answers briefly.
+    const engine = this.ctx.remote ? undefined : this.ctx.host.ready();
+    const requested = this.ctx.settings.chat.maxTokens;
+    const maxTokens = engine && !engine.info.chat ? Math.min(requested, COMPLETION_MODEL_REPLY_TOKENS) : requested;
+    const plan = planTurn(conv, v.message, attachments, v.replaceFrom, maxTokens, this.counter(thinking), Date.now());
     return plan.budget;
   }
 

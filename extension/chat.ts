@@ -343,6 +343,7 @@ export class ChatController {
 
   /** Sends `text` in place of user message `messageId` (with the attachments it had). */
   private async resend(conversationId: string, messageId: string, text: string): Promise<void> {
+    if (this.running.has(conversationId)) return; // one reply at a time per conversation
     const attachments = this.deps.backend
       .sentAttachments(conversationId, messageId)
       .map(resendable)

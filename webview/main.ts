@@ -61,10 +61,11 @@ const openReasoning = new Set<string>();
 
 function renderMessage(m: ChatMessageView, regenerable: boolean, streaming: boolean): HTMLElement {
   const box = el('div', { class: `message ${m.role}`, 'data-id': m.id, 'data-state': m.state });
-  const who = el('div', { class: 'who' }, m.role === 'user' ? 'You' : m.completionModel ?? 'K3');
-  if (m.role === 'user' && !streaming) who.append(el('button', { class: 'link', 'data-edit': m.id, title: 'Edit this message and send it again' }, 'Edit'));
-  if (regenerable) who.append(el('button', { class: 'link', 'data-regenerate': m.id, title: 'Ask again: this reply is replaced' }, 'Regenerate'));
-  box.append(who);
+  const head = el('div', { class: 'head' });
+  head.append(el('span', { class: 'who' }, m.role === 'user' ? 'You' : m.completionModel ?? 'K3'));
+  if (m.role === 'user' && !streaming) head.append(el('button', { class: 'link', 'data-edit': m.id, title: 'Edit this message and send it again' }, 'Edit'));
+  if (regenerable) head.append(el('button', { class: 'link', 'data-regenerate': m.id, title: 'Ask again: this reply is replaced' }, 'Regenerate'));
+  box.append(head);
   if (m.attachments?.length) {
     const chips = el('div', { class: 'chips sent' });
     chips.append(...m.attachments.map((a) => attachmentChip(a, false)));

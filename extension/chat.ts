@@ -333,6 +333,28 @@ export class ChatController {
     this.running.get(id)?.abort();
   }
 
+  /** The draft's attachments as they are now: a file attached whole is read again; one
+   * that can no longer be read goes as it was attached, and a note under the reply says so.
+   * A selection keeps the lines the user selected. */
+  private async rereadPending(): Promise<{ attachments: ChatAttachment[]; notes: string[] }> {
+    const attachments: ChatAttachment[] = [];
+    const notes: string[] = [];
+    for (const { id: _id, ...a } of this.pending) {
+      if (a.kind !== 'file') {
+        attachments.push(a);
+        continue;
+      }
+      const now = await this.deps.files.attachFile(a.uri);
+      if (typeof now === 'string') {
+        attachments.push(a);
+        notes.push(`${now} The text it had when it was attached was sent instead.`);
+      } else {
+        attachments.push(now);
+      }
+    }
+    return { attachments, notes };
+  }
+
   /** Regenerate: the conversation's last user message again, with what it carried. */
   private async regenerate(conversationId: string): Promise<void> {
     const c = this.current?.id === conversationId ? this.current : await this.loadMarked(conversationId);
@@ -376,8 +398,10 @@ export class ChatController {
     }
     if (this.running.has(conversation.id)) return; // one reply at a time per conversation
     if (conversationId === null && [...this.running.keys()].some((id) => id.startsWith('new-'))) return;
-    // A new message takes the draft's attachments; a regenerate or an edit keeps its own.
-    const options: TurnOptions = resend ?? { attachments: this.pending.map(({ id: _id, ...a }) => a) };
+    // A new message takes the draft's attachments (its files read again: they may have
+    // changed since they were attached); a regenerate or an edit keeps its own.
+    const reread = resend ? { attachments: [], notes: [] } : await this.rereadPending();
+    const options: TurnOptions = resend ?? { attachments: reread.attachments };
     if (!resend) {
       this.pending = [];
       this.draftText = '';
@@ -389,6 +413,7 @@ export class ChatController {
       user.attachments = options.attachments.map((a, i) => ({ id: String(i), kind: a.kind, path: a.path, lines: a.lines, ...(counted?.[i] ?? {}) }));
     }
     const reply: ChatMessageView = { id: this.deps.newId(), role: 'assistant', content: '', reasoning: '', state: 'streaming' };
+    if (reread.notes.length) reply.note = reread.notes.join(' ');
     const completionModel = this.deps.backend.completionModel();
     if (completionModel) reply.completionModel = completionModel;
     conversation.messages.push(user);
@@ -423,7 +448,7 @@ export class ChatController {
       reply.reasoning = result.reply.reasoning;
       if (result.reply.completionModel) reply.completionModel = result.reply.completionModel;
       else delete reply.completionModel;
-      if (result.warnings?.length) reply.note = result.warnings.join(' ');
+      if (result.warnings?.length) reply.note = [...reread.notes, ...result.warnings].join(' ');
       reply.state = abort.signal.aborted || result.reply.state === 'stopped' ? 'stopped' : 'done';
       if (result.tokensPerSecond !== undefined) this.deps.speed(result.tokensPerSecond);
       if (result.conversationId !== conversation.id) this.rekey(conversation, result.conversationId);

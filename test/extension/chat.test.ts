@@ -378,3 +378,29 @@ test('parseFromWebview accepts the context messages well-formed and nothing else
   }
 });
 
+test('a file attached whole is read again when the message is sent; one gone since goes as attached, and the reply says so', async () => {
+  const file = (text: string): ChatAttachment => ({ kind: 'file', path: 'src/b.ts', uri: 'file:///w/src/b.ts', lines: { start: 1, end: text.split('\n').length }, text });
+  let disk: string | undefined = 'v1';
+  const files: ChatFiles = { ...noFiles(), attachFile: async () => (disk === undefined ? 'src/b.ts was not attached: it no longer exists.' : file(disk)) };
+  const sent: TurnOptions[] = [];
+  const { controller, posted } = setup(
+    async (_id, _text, _d, _s, options) => {
+      sent.push(structuredClone(options ?? {}));
+      return { conversationId: 'c', reply: { id: 'r', role: 'assistant', content: 'ok', reasoning: '', state: 'done' } };
+    },
+    [],
+    files,
+  );
+  await controller.handle({ type: 'attachFile', uri: 'file:///w/src/b.ts' });
+  disk = 'v2\nmore';
+  await controller.handle({ type: 'send', conversationId: null, text: 'look' });
+  assert.deepEqual(sent[0].attachments, [file('v2\nmore')], 'the file as it is when sent');
+  await controller.handle({ type: 'attachFile', uri: 'file:///w/src/b.ts' });
+  disk = undefined;
+  await controller.handle({ type: 'send', conversationId: 'c', text: 'again' });
+  assert.deepEqual(sent[1].attachments, [file('v2\nmore')], 'gone since: the text it had');
+  const last = posted.filter((m) => m.type === 'message').pop();
+  assert.ok(last?.type === 'message');
+  assert.match(last.message.note ?? '', /src\/b\.ts was not attached: it no longer exists\. The text it had when it was attached was sent instead\./);
+});
+

@@ -9,7 +9,8 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import type { ChatAttachment } from '../../protocol/lsp';
 import { attachmentBlock, messagesLeftOut, planAttachments, replyReserve, userContent } from '../../server/chat/budget';
-import { planTurn, renderable, rendererCounter } from '../../server/chat/plan';
+import { planTurn, remoteCounter, renderable, rendererCounter } from '../../server/chat/plan';
+import { remoteMessages } from '../../server/remote/chat';
 import { ChatRenderer } from '../../server/chat/render';
 import { Tokenizer } from '../../server/engine/tokenizer';
 import { conversationText, isParseFailure, parseConversation, type StoredConversation } from '../../server/state/format';
@@ -171,3 +172,15 @@ test('the conversation file: attachments and notSent round-trip, a version 1 fil
   const newer = parseConversation(JSON.stringify({ ...JSON.parse(conversationText(conv)), version: 3 }));
   assert.ok(isParseFailure(newer) && newer.newer === true);
 });
+
+test('a remote server gets the same attachment blocks in the user message, and an estimate says it is one', () => {
+  const counter = remoteCounter(1000, undefined);
+  assert.equal(counter.estimated, true);
+  assert.equal(counter.text('abcdefgh'), 2, 'four bytes a token');
+  const plan = planTurn(undefined, 'explain', [selection('let x = 1;')], undefined, 64, counter, 1);
+  const conv = conversation(1, 1);
+  const messages = remoteMessages({ ...conv, messages: [] }, plan.userMessage);
+  assert.deepEqual(messages, [{ role: 'user', content: `${attachmentBlock(selection('let x = 1;'))}explain` }]);
+  assert.equal(remoteCounter(1000, (t) => t.length).estimated, false, 'the model folder’s tokenizer counts exactly');
+});
+

@@ -1,5 +1,7 @@
-// service.ts - chat turns and conversations. A turn renders the conversation plus the new
-// message (render.ts), resumes the engine from what the chat session holds or from the
+// service.ts - chat turns and conversations. A turn plans what it sends (plan.ts: the kept
+// turns, the oldest left out once the conversation outgrows the context, those a regenerate
+// or an edit replaces gone; the new message with its attachments, cut by the stated rule),
+// renders that (render.ts), resumes the engine from what the chat session holds or from the
 // conversation's saved state (a file the engine wrote after the previous turn), prefills
 // only what is new, streams the reply as k3/chat/didStream, closes the turn's structure
 // if the reply was cut, decodes it to its end and saves the state, so the next turn, even
@@ -106,6 +108,11 @@ function summary(c: StoredConversation): ConversationSummary {
     thinking: c.thinking,
     savedTokens: c.state?.tokens ?? 0,
   };
+}
+
+/** A reply's token limit: the one asked for, but short from a model not trained for chat. */
+function replyLimit(requested: number, completionModel: boolean | undefined): number {
+  return completionModel ? Math.min(requested, COMPLETION_MODEL_REPLY_TOKENS) : requested;
 }
 
 /** Records a turn: the kept messages, the new message and its reply. */
@@ -229,10 +236,8 @@ export class ChatService {
     const conv = v.conversationId === undefined ? undefined : this.ctx.store.get(v.conversationId);
     if (v.conversationId !== undefined && !conv) throw new K3Failure('unknown-conversation', `No conversation has the id ${String(v.conversationId)}.`);
     const thinking = conv?.thinking ?? this.ctx.settings.chat.thinking;
-    // As send() caps it: a model not trained for chat answers briefly.
     const engine = this.ctx.remote ? undefined : this.ctx.host.ready();
-    const requested = this.ctx.settings.chat.maxTokens;
-    const maxTokens = engine && !engine.info.chat ? Math.min(requested, COMPLETION_MODEL_REPLY_TOKENS) : requested;
+    const maxTokens = replyLimit(this.ctx.settings.chat.maxTokens, engine && !engine.info.chat);
     const plan = planTurn(conv, v.message, attachments, v.replaceFrom, maxTokens, this.counter(thinking), Date.now());
     return plan.budget;
   }
@@ -278,8 +283,7 @@ export class ChatService {
       };
     }
     if (this.active.has(conv.id)) throw new K3Failure('busy', 'This conversation is answering already; stop it first.');
-    const requested = params.maxTokens ?? settings.chat.maxTokens;
-    const maxTokens = completionModel ? Math.min(requested, COMPLETION_MODEL_REPLY_TOKENS) : requested;
+    const maxTokens = replyLimit(params.maxTokens ?? settings.chat.maxTokens, completionModel !== undefined);
     const warnings: K3Problem[] = [];
     if (engine && !completionModel) {
       const foreign = this.dropForeignIds(conv, Math.min(engine.model.vocabSize, engine.tokenizer.vocabSize));

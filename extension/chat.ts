@@ -126,6 +126,8 @@ export class ChatController {
   private budget: ChatBudget | null = null;
   /** Bumped by every draft change: a budget answer for an older draft is dropped. */
   private draftVersion = 0;
+  /** Bumped by every `@` query: an answer to an older one is dropped. */
+  private findRequests = 0;
 
   constructor(private readonly deps: ChatHostDeps) {}
 
@@ -170,9 +172,13 @@ export class ChatController {
         this.draftNotice = '';
         await this.draftChanged();
         return;
-      case 'findFiles':
-        this.deps.post({ type: 'fileMatches', query: message.query, files: await this.deps.files.find(message.query) });
+      case 'findFiles': {
+        // Queries come a keystroke apart and their answers may cross: only the last one's goes.
+        const asked = ++this.findRequests;
+        const files = await this.deps.files.find(message.query);
+        if (asked === this.findRequests) this.deps.post({ type: 'fileMatches', query: message.query, files });
         return;
+      }
       case 'draftText':
         this.draftText = message.text;
         await this.draftChanged();

@@ -27,22 +27,25 @@ export interface TurnCounter {
   closing: number;
 }
 
-/** Counting with the model's chat renderer: exact. */
-export function rendererCounter(renderer: ChatRenderer, context: number, thinking: boolean): TurnCounter {
+/** Counting with the model's chat renderer: exact. `closing`: the room kept to close a cut
+ * reply (the local engine closes it; a remote server does not). */
+export function rendererCounter(renderer: ChatRenderer, context: number, thinking: boolean, closing = renderer.closerRoom()): TurnCounter {
   return {
     context,
     estimated: false,
     text: (t) => renderer.textTokens(t),
     message: (m) => renderer.messageTokens(m, thinking),
     overhead: renderer.render([], { thinking, generationPrompt: true }).length,
-    closing: renderer.closerRoom(),
+    closing,
   };
 }
 
 /** Bytes per token of the estimate used without a tokenizer (code and English run near 4). */
 const BYTES_PER_TOKEN = 4;
-/** An OpenAI-style chat template's tokens around each message, and around the prompt. */
+/** An OpenAI-style chat template's tokens around each message, and around the prompt (a
+ * system message such as K3's thinking-effort one included). */
 const TEMPLATE_TOKENS = 8;
+const PROMPT_TOKENS = 96;
 
 /** Counting for a remote server: its tokenizer when the model folder has one, else an
  * estimate from the bytes (said so: `estimated`). */
@@ -53,7 +56,7 @@ export function remoteCounter(context: number, encode: ((t: string) => number) |
     estimated: encode === undefined,
     text,
     message: (m) => text(m.content) + text(m.reasoning ?? '') + TEMPLATE_TOKENS,
-    overhead: TEMPLATE_TOKENS,
+    overhead: PROMPT_TOKENS,
     closing: 0,
   };
 }

@@ -39,7 +39,7 @@ import type { EngineHost, LoadedEngine } from '../engine/host';
 import type { EngineSession, GenerateResult, PrefillResult } from '../engine/runner';
 import type { StatusReporter } from '../status';
 import type { SavedStateRef, StoredConversation, StoredMessage, WorkspaceStore } from '../state/store';
-import { ChatRenderer } from './render';
+import { ChatRenderer, type ChatTokenizer } from './render';
 import { checkAttachments, planTurn, remoteCounter, renderable, rendererCounter, type TurnCounter, type TurnPlan } from './plan';
 import { userContent } from './budget';
 
@@ -176,8 +176,24 @@ export class ChatService {
   private readonly active = new Map<string, { job: Job; generating: boolean }>();
   /** The chat format's renderer of each loaded model. */
   private readonly renderers = new WeakMap<LoadedEngine, ChatRenderer>();
+  private readonly remoteRenderers = new WeakMap<object, ChatRenderer | undefined>();
 
   constructor(private readonly ctx: ChatServiceHost) {}
+
+  /** The chat renderer of a remote model's tokenizer; undefined when it has not the chat
+   * format's special tokens (then counts are estimated). */
+  private remoteRenderer(tokenizer: ChatTokenizer & object): ChatRenderer | undefined {
+    if (!this.remoteRenderers.has(tokenizer)) {
+      let renderer: ChatRenderer | undefined;
+      try {
+        renderer = new ChatRenderer(tokenizer);
+      } catch {
+        renderer = undefined;
+      }
+      this.remoteRenderers.set(tokenizer, renderer);
+    }
+    return this.remoteRenderers.get(tokenizer);
+  }
 
   /** The chat renderer of a loaded model, made on first use. ServerCtx asks for it as the
    * model loads, so a tokenizer without the chat format's special tokens fails the load. */
@@ -246,8 +262,12 @@ export class ChatService {
   private counter(thinking: boolean): TurnCounter {
     const remote = this.ctx.remote;
     if (remote) {
-      const tok = remote.tokenizer;
-      return remoteCounter(this.ctx.settings.chat.maxContext, tok ? (t) => (t === '' ? 0 : tok.encode(t, false).length) : undefined);
+      // The smaller of the setting and the server's own context, when it says it.
+      const context = Math.min(this.ctx.settings.chat.maxContext, remote.maxContext);
+      // With the model's tokenizer the turn is counted as the K3 chat format renders it
+      // (k3 serve renders it exactly so); without, estimated.
+      const renderer = remote.tokenizer && this.remoteRenderer(remote.tokenizer);
+      return renderer ? rendererCounter(renderer, context, thinking, 0) : remoteCounter(context, undefined);
     }
     const engine = this.ctx.host.ready();
     return rendererCounter(this.renderer(engine), engine.chat.maxContext, thinking && engine.info.chat);

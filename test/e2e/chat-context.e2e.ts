@@ -5,12 +5,15 @@
 // the turn the server records carries the selection with that count; `@` finds a workspace
 // file and attaches it, a binary one is refused with its size; Regenerate replaces the last
 // reply; a conversation longer than the context goes on, with the marker saying how many
-// earlier messages are not sent.
+// earlier messages are not sent. Then the same model behind `k3 serve` (its context 256
+// positions), the chat on the remote backend: the selection goes with the turn, and a
+// conversation longer than the server's context goes on with the marker.
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { startServe, type Serve } from '../serve/support';
 import { installedExtension, startSession, step, waitForStatus, type Session } from './harness';
 
 const ADD = ['export function add(a: number, b: number): number {', '  return a + b;', '}', '', 'export const zero = 0;', ''].join('\n');
@@ -35,17 +38,65 @@ function savedConversations(s: Session): SavedConversation[] {
   return out;
 }
 
+/** A copy of k3-mini whose config claims chat: the server runs the chat format for it. */
+function chattingModel(): string {
+  const model = fs.mkdtempSync(path.join(os.tmpdir(), 'k3e2e-chat-'));
+  const mini = path.join(installedExtension(), 'media/models/k3-mini');
+  for (const f of fs.readdirSync(mini)) fs.copyFileSync(path.join(mini, f), path.join(model, f));
+  const config = JSON.parse(fs.readFileSync(path.join(model, 'config.json'), 'utf8'));
+  delete config.k3_code;
+  fs.writeFileSync(path.join(model, 'config.json'), JSON.stringify(config));
+  return model;
+}
+
+/** Opens src/add.ts and adds its first three lines to the chat with Ctrl+L; the chip's tokens. */
+async function addSelection(s: Session): Promise<number> {
+  await s.page.keyboard.press('Control+P');
+  await s.page.locator('.quick-input-widget .quick-input-box input').fill('add.ts');
+  await s.page.locator('.quick-input-list .monaco-list-row.focused', { hasText: 'add.ts' }).waitFor();
+  await s.page.keyboard.press('Enter');
+  await s.page.locator('.tab.active', { hasText: 'add.ts' }).waitFor();
+  await s.page.locator('.editor-instance .monaco-editor .view-lines').click();
+  await s.page.keyboard.press('Control+Home');
+  await s.page.keyboard.press('Shift+ArrowDown');
+  await s.page.keyboard.press('Shift+ArrowDown');
+  await s.page.keyboard.press('Shift+End');
+  await s.page.keyboard.press('Control+L');
+  const chip = s.chatFrame().locator('#attachments .chip', { hasText: 'src/add.ts:1-3' });
+  await chip.filter({ hasText: /tokens/ }).waitFor({ timeout: 60_000 });
+  const label = await chip.innerText();
+  const tokens = Number(/· ([\d,]+) tokens/.exec(label)?.[1].replace(/,/g, ''));
+  assert.ok(tokens > 10, label);
+  return tokens;
+}
+
+/** Sends `text` and waits for its reply as the server recorded it (the page shows a
+ * finished reply only once it has the server's record). */
+async function send(s: Session, text: string): Promise<void> {
+  const chat = s.chatFrame();
+  await chat.locator('#send:not([disabled])').waitFor({ timeout: 120_000 });
+  await chat.locator('#input').fill(text);
+  await chat.locator('#input').press('Enter');
+  await chat.locator(`.message.user:has-text("${text}") + .message.assistant[data-state="done"]`).waitFor({ timeout: 120_000 });
+}
+
+/** Sends messages until the left-out marker shows, then one more; the marker's words. */
+async function outgrowContext(s: Session): Promise<string> {
+  const chat = s.chatFrame();
+  for (let i = 0; i < 10 && (await chat.locator('#not-sent').count()) === 0; i++) await send(s, `Question ${i}: and then what happens next?`);
+  const marker = await chat.locator('#not-sent').innerText();
+  assert.match(marker, /^\d+ earlier messages? (is|are) not sent to the model$/);
+  await send(s, 'One more, past the context.');
+  assert.equal(await chat.locator('.message.assistant').last().getAttribute('data-state'), 'done', 'no context-full error');
+  return marker;
+}
+
 describe('chat context with a local model that chats', () => {
   let s: Session;
   let model: string;
 
   before(async () => {
-    model = fs.mkdtempSync(path.join(os.tmpdir(), 'k3e2e-chat-'));
-    const mini = path.join(installedExtension(), 'media/models/k3-mini');
-    for (const f of fs.readdirSync(mini)) fs.copyFileSync(path.join(mini, f), path.join(model, f));
-    const config = JSON.parse(fs.readFileSync(path.join(model, 'config.json'), 'utf8'));
-    delete config.k3_code;
-    fs.writeFileSync(path.join(model, 'config.json'), JSON.stringify(config));
+    model = chattingModel();
     s = await startSession({
       settings: { 'k3.modelPath': model, 'k3.chat.maxTokens': 16, 'k3.chat.maxContext': 256 },
       files: { 'src/add.ts': ADD, 'src/util.ts': UTIL, 'logo.bin': '\u0000PNG\u0000\u0001binary' },
@@ -57,40 +108,15 @@ describe('chat context with a local model that chats', () => {
     fs.rmSync(model, { recursive: true, force: true });
   });
 
-  /** Sends `text` and waits for its reply as the server recorded it (the page shows a
-   * finished reply only once it has the server's record). */
-  async function send(text: string): Promise<void> {
-    const chat = s.chatFrame();
-    await chat.locator('#send:not([disabled])').waitFor({ timeout: 120_000 });
-    await chat.locator('#input').fill(text);
-    await chat.locator('#input').press('Enter');
-    await chat.locator(`.message.user:has-text("${text}") + .message.assistant[data-state="done"]`).waitFor({ timeout: 120_000 });
-  }
-
   test('Add Selection to Chat: the chip shows its tokens, and the turn the server records carries the selection', async () => {
     await step(s, 'add-selection', async () => {
       await waitForStatus(s, /^K3: Ready/, 120_000);
-      await s.page.keyboard.press('Control+P');
-      await s.page.locator('.quick-input-widget .quick-input-box input').fill('add.ts');
-      await s.page.locator('.quick-input-list .monaco-list-row.focused', { hasText: 'add.ts' }).waitFor();
-      await s.page.keyboard.press('Enter');
-      await s.page.locator('.tab.active', { hasText: 'add.ts' }).waitFor();
-      await s.page.locator('.editor-instance .monaco-editor .view-lines').click();
-      await s.page.keyboard.press('Control+Home');
-      await s.page.keyboard.press('Shift+ArrowDown');
-      await s.page.keyboard.press('Shift+ArrowDown');
-      await s.page.keyboard.press('Shift+End');
-      await s.page.keyboard.press('Control+L');
+      const tokens = await addSelection(s);
       const chat = s.chatFrame();
-      const chip = chat.locator('#attachments .chip', { hasText: 'src/add.ts:1-3' });
-      await chip.filter({ hasText: /tokens/ }).waitFor({ timeout: 60_000 });
-      const label = await chip.innerText();
-      const tokens = Number(/· ([\d,]+) tokens/.exec(label)?.[1].replace(/,/g, ''));
-      assert.ok(tokens > 10, label);
       await chat.locator('#budget', { hasText: /of 256 tokens/ }).waitFor();
       await chat.locator('#suggestions .chip', { hasText: 'src/add.ts (current file)' }).waitFor();
       await s.screenshot('chat-context-selection-chip');
-      await send('What does this do?');
+      await send(s, 'What does this do?');
       const sentChip = chat.locator('.message.user .chips.sent .chip', { hasText: 'src/add.ts:1-3' });
       await sentChip.waitFor();
       assert.equal(await chat.locator('#attachments .chip').count(), 0, 'the next message starts without it');
@@ -122,7 +148,7 @@ describe('chat context with a local model that chats', () => {
       await input.press('Enter');
       await chat.locator('#attachments .chip', { hasText: /src\/util\.ts · \d+ tokens/ }).waitFor({ timeout: 30_000 });
       assert.equal((await input.inputValue()).includes('@'), false, 'the query left the text');
-      await send('And this file?');
+      await send(s, 'And this file?');
       await chat.locator('.message.user .chips.sent .chip', { hasText: 'src/util.ts' }).waitFor();
     });
   });
@@ -143,13 +169,7 @@ describe('chat context with a local model that chats', () => {
   test('a conversation longer than the context continues, with the marker', async () => {
     await step(s, 'long-conversation', async () => {
       const chat = s.chatFrame();
-      for (let i = 0; i < 10 && (await chat.locator('#not-sent').count()) === 0; i++) await send(`Question ${i}: and then what happens next?`);
-      const marker = await chat.locator('#not-sent').innerText();
-      assert.match(marker, /^\d+ earlier messages? (is|are) not sent to the model$/);
-      await send('One more, past the context.');
-      const last = chat.locator('.message.assistant').last();
-      await last.waitFor();
-      assert.equal(await last.getAttribute('data-state'), 'done', 'no context-full error');
+      await outgrowContext(s);
       const [conv] = savedConversations(s);
       assert.ok((conv.notSent ?? 0) > 0);
       await chat.locator('#not-sent').scrollIntoViewIfNeeded();
@@ -157,3 +177,44 @@ describe('chat context with a local model that chats', () => {
     });
   });
 });
+
+describe('chat context through k3 serve (the remote backend)', () => {
+  let s: Session;
+  let model: string;
+  let serve: Serve;
+
+  before(async () => {
+    model = chattingModel();
+    serve = await startServe(model, { args: ['--ctx', '256', '--threads', '1'] });
+    s = await startSession({
+      // modelPath supplies the tokenizer: the chips count exactly.
+      settings: { 'k3.backend': 'remote', 'k3.remote.endpoint': serve.base, 'k3.modelPath': model, 'k3.chat.maxTokens': 16 },
+      files: { 'src/add.ts': ADD },
+    });
+  });
+
+  after(async () => {
+    await s?.close();
+    await serve?.stop();
+    fs.rmSync(model, { recursive: true, force: true });
+  });
+
+  test('the selection goes with the turn, and a conversation longer than the server’s context goes on with the marker', async () => {
+    await step(s, 'serve', async () => {
+      await waitForStatus(s, /^K3: Ready/, 120_000);
+      const tokens = await addSelection(s);
+      const chat = s.chatFrame();
+      await chat.locator('#budget', { hasText: /of 256 tokens/ }).waitFor();
+      await send(s, 'What does this do?');
+      const [conv] = savedConversations(s);
+      assert.deepEqual(
+        (conv.messages[0].attachments ?? []).map((a) => [a.path, a.tokens, a.fate]),
+        [['src/add.ts', tokens, 'whole']],
+      );
+      await outgrowContext(s);
+      assert.ok((savedConversations(s)[0].notSent ?? 0) > 0);
+      await s.screenshot('chat-context-k3-serve');
+    });
+  });
+});
+

@@ -404,3 +404,19 @@ test('a file attached whole is read again when the message is sent; one gone sin
   assert.match(last.message.note ?? '', /src\/b\.ts was not attached: it no longer exists\. The text it had when it was attached was sent instead\./);
 });
 
+
+test('@ answers that cross arrive as the last query’s only', async () => {
+  const answers = new Map<string, (files: { uri: string; path: string }[]) => void>();
+  const files: ChatFiles = { ...noFiles(), find: (q) => new Promise((resolve) => answers.set(q, resolve)) };
+  const { controller, posted } = setup(async () => assert.fail('no reply expected'), [], files);
+  const slow = controller.handle({ type: 'findFiles', query: 'lo' });
+  const fast = controller.handle({ type: 'findFiles', query: 'log' });
+  answers.get('log')?.([{ uri: 'file:///w/logo.bin', path: 'logo.bin' }]);
+  await fast;
+  answers.get('lo')?.([{ uri: 'file:///w/lo.ts', path: 'lo.ts' }]);
+  await slow;
+  assert.deepEqual(
+    posted.flatMap((m) => (m.type === 'fileMatches' ? [m.query] : [])),
+    ['log'],
+  );
+});

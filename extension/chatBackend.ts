@@ -11,14 +11,17 @@ import {
   type LanguageClient,
 } from 'vscode-languageclient/node';
 import {
+  ChatBudgetRequest,
   ChatSendRequest,
   ChatStopRequest,
   ChatStreamNotification,
   ConversationClearRequest,
   ConversationGetRequest,
   ConversationListRequest,
+  type ChatBudget,
   type ChatMessage,
   type ChatStreamParams,
+  type SentAttachment,
   type Conversation,
   type K3ErrorData,
 } from '../protocol/lsp';
@@ -28,7 +31,7 @@ import {
   type ConversationSummaryView,
   type ConversationView,
 } from '../protocol/webview';
-import type { ChatBackend, ReplyResult } from './chat';
+import { sentAttachmentView, type ChatBackend, type ReplyResult, type TurnOptions } from './chat';
 import { describeChatAvailability, type ChatFacts } from './engineText';
 
 /** A failed request as one sentence for the user. */
@@ -50,11 +53,14 @@ export function messageView(m: ChatMessage): ChatMessageView {
     state: m.stopReason === 'stopped' ? 'stopped' : 'done',
   };
   if (m.completionModel) view.completionModel = m.completionModel;
+  if (m.attachments?.length) view.attachments = m.attachments.map(sentAttachmentView);
   return view;
 }
 
 export function conversationView(c: Conversation): ConversationView {
-  return { id: c.id, title: c.title, updatedAt: c.updatedAt, messages: c.messages.map(messageView) };
+  const view: ConversationView = { id: c.id, title: c.title, updatedAt: c.updatedAt, messages: c.messages.map(messageView) };
+  if (c.notSent > 0) view.notSent = c.notSent;
+  return view;
 }
 
 export class ServerChatBackend implements ChatBackend {
@@ -63,6 +69,8 @@ export class ServerChatBackend implements ChatBackend {
   /** Stream listeners by conversation id; `pendingNew` takes the first stream of a new one. */
   private readonly listeners = new Map<string, (p: ChatStreamParams) => void>();
   private pendingNew: ((p: ChatStreamParams) => void) | undefined;
+  /** The attachments of the messages last loaded, by conversation and message id. */
+  private readonly sent = new Map<string, Map<string, SentAttachment[]>>();
 
   constructor(private readonly facts: () => ChatFacts) {}
 
@@ -104,7 +112,9 @@ export class ServerChatBackend implements ChatBackend {
 
   async load(conversationId: string): Promise<ConversationView | null> {
     try {
-      return conversationView(await this.running().sendRequest(ConversationGetRequest.type, { conversationId }));
+      const c = await this.running().sendRequest(ConversationGetRequest.type, { conversationId });
+      this.sent.set(c.id, new Map(c.messages.filter((m) => m.attachments?.length).map((m) => [m.id, m.attachments ?? []])));
+      return conversationView(c);
     } catch (e) {
       if (e instanceof ResponseError && (e.data as Partial<K3ErrorData> | undefined)?.kind === 'unknown-conversation') return null;
       throw e;
@@ -116,6 +126,7 @@ export class ServerChatBackend implements ChatBackend {
     text: string,
     onDelta: (channel: 'content' | 'reasoning', text: string) => void,
     signal: AbortSignal,
+    options: TurnOptions = {},
   ): Promise<ReplyResult> {
     const client = this.running();
     let knownId = conversationId;
@@ -136,7 +147,12 @@ export class ServerChatBackend implements ChatBackend {
     try {
       const r = await client.sendRequest(
         ChatSendRequest.type,
-        { conversationId: conversationId ?? undefined, message: text },
+        {
+          conversationId: conversationId ?? undefined,
+          message: text,
+          ...(options.attachments?.length ? { attachments: options.attachments } : {}),
+          ...(options.replaceFrom ? { replaceFrom: options.replaceFrom } : {}),
+        },
         cancel.token,
       );
       return {
@@ -154,6 +170,20 @@ export class ServerChatBackend implements ChatBackend {
       if (knownId) this.listeners.delete(knownId);
       if (this.pendingNew === listener) this.pendingNew = undefined;
     }
+  }
+
+  async budget(conversationId: string | null, text: string, options: TurnOptions): Promise<ChatBudget | null> {
+    if (!this.client?.isRunning() || !this.availability().canSend) return null;
+    return this.client.sendRequest(ChatBudgetRequest.type, {
+      message: text,
+      ...(conversationId ? { conversationId } : {}),
+      ...(options.attachments?.length ? { attachments: options.attachments } : {}),
+      ...(options.replaceFrom ? { replaceFrom: options.replaceFrom } : {}),
+    });
+  }
+
+  sentAttachments(conversationId: string, messageId: string): SentAttachment[] {
+    return this.sent.get(conversationId)?.get(messageId) ?? [];
   }
 
   async delete(conversationId: string): Promise<void> {

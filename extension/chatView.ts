@@ -1,11 +1,14 @@
 // chatView.ts - hosts the chat page: the webview view in K3's activity-bar container, its
 // HTML with a strict Content-Security-Policy (a fresh nonce per page, no remote resources,
 // scripts and styles only from dist/webview), and the glue between the page's messages and
-// ChatController. The conversation logic is in chat.ts; the page itself in webview/.
+// ChatController, and the editor's side of attachments (K3: Add Selection to Chat, the open
+// editors as suggestions). The conversation logic is in chat.ts, the files in chatFiles.ts;
+// the page itself in webview/.
 import * as crypto from 'node:crypto';
 import * as vscode from 'vscode';
 import type { ChatActionView, ToWebview } from '../protocol/webview';
 import { ChatController, parseFromWebview, type ChatBackend } from './chat';
+import { EditorChatFiles, selectionAttachment } from './chatFiles';
 
 export const CHAT_VIEW_ID = 'k3.chat';
 
@@ -33,6 +36,7 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, vscode.Disp
   ) {
     this.controller = new ChatController({
       backend,
+      files: new EditorChatFiles(),
       post: (m) => this.post(m),
       copy: (text) => Promise.resolve(vscode.env.clipboard.writeText(text)),
       insert: (text) => insertAtCursor(hooks.lastEditor(), text),
@@ -44,6 +48,28 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, vscode.Disp
       newId: () => crypto.randomUUID(),
       now: () => Date.now(),
     });
+  }
+
+  /** Listens for the editors the suggestion chips name. */
+  watchEditors(): vscode.Disposable {
+    const changed = () => this.controller.editorsChanged();
+    return vscode.Disposable.from(
+      vscode.window.onDidChangeActiveTextEditor(changed),
+      vscode.window.tabGroups.onDidChangeTabs(changed),
+    );
+  }
+
+  /** K3: Add Selection to Chat: the active editor's selection (its whole lines; the
+   * cursor's line when nothing is selected) becomes an attachment of the next message. */
+  async addSelection(): Promise<void> {
+    const editor = vscode.window.activeTextEditor ?? this.hooks.lastEditor();
+    if (!editor) {
+      void vscode.window.showInformationMessage('K3: open a file and select code to add it to the chat.');
+      return;
+    }
+    const attachment = selectionAttachment(editor);
+    await vscode.commands.executeCommand(`${CHAT_VIEW_ID}.focus`);
+    await this.controller.attach(attachment);
   }
 
   resolveWebviewView(view: vscode.WebviewView): void {

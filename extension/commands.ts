@@ -16,6 +16,7 @@ export const commands: Record<string, (ctx: Ctx) => unknown> = {
   'k3.selectPreset': selectPreset,
   'k3.selectModelFolder': selectModelFolder,
   'k3.newChat': (ctx) => ctx.chat.newChat(),
+  'k3.addSelectionToChat': (ctx) => ctx.chat.addSelection(),
   'k3.clearWorkspaceState': clearWorkspaceState,
   'k3.toggleCompletions': toggleCompletions,
   'k3.showLogs': (ctx) => ctx.output.show(),

@@ -173,6 +173,7 @@ export class Ctx {
       this.statusBar,
       this.chat,
       this.edits,
+      this.chat.watchEditors(),
       vscode.window.registerWebviewViewProvider(CHAT_VIEW_ID, this.chat, { webviewOptions: { retainContextWhenHidden: true } }),
       vscode.workspace.onDidChangeTextDocument((e) => this.completions.documentChanged(e)),
       vscode.workspace.onDidCloseTextDocument((d) => this.completions.documentClosed(d.uri.toString())),

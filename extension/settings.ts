@@ -22,6 +22,9 @@ export interface CompletionSettings {
 export interface ChatSettings {
   /** Most tokens of one chat reply, reasoning included. */
   maxTokens: number;
+  /** Positions of the chat's context: a conversation longer than it leaves out its oldest
+   * turns (docs/PROMPTS.md, "Long conversations"). */
+  maxContext: number;
 }
 
 export interface RemoteSettings {
@@ -81,6 +84,7 @@ export const SERVER_SETTINGS = [
   'k3.chat.backend',
   'k3.chat.remote.endpoint',
   'k3.chat.remote.model',
+  'k3.chat.maxContext',
 ] as const;
 
 /** The key of the remote backend's API key in VS Code's SecretStorage (never in settings):
@@ -100,6 +104,9 @@ export const DEFAULT_REMOTE_TIMEOUT_MS = 60_000;
  * answers; 4,096 tokens leave room for both in most replies. */
 export const DEFAULT_CHAT_MAX_TOKENS = 4096;
 const CHAT_MAX_TOKENS_RANGE = [16, 131_072] as const;
+/** k3.chat.maxContext's default and bounds (package.json and the server say the same). */
+export const DEFAULT_CHAT_MAX_CONTEXT = 32_768;
+const CHAT_MAX_CONTEXT_RANGE = [256, 1 << 20] as const;
 
 /** k3.completions.maxLines's default and bounds (package.json says the same). */
 export const DEFAULT_MAX_LINES = 8;
@@ -172,6 +179,7 @@ export function readSettings(config: ConfigurationSource, workspaceTrusted: bool
     roles[role] = resolved.settings;
     roleIgnored ||= resolved.ignored;
   }
+  const chatContext = config.get<unknown>('chat.maxContext');
   return {
     backend: legacyBackend,
     remote,
@@ -199,6 +207,10 @@ export function readSettings(config: ConfigurationSource, workspaceTrusted: bool
         typeof chatMax === 'number' && Number.isFinite(chatMax)
           ? Math.min(CHAT_MAX_TOKENS_RANGE[1], Math.max(CHAT_MAX_TOKENS_RANGE[0], Math.round(chatMax)))
           : DEFAULT_CHAT_MAX_TOKENS,
+      maxContext:
+        typeof chatContext === 'number' && Number.isFinite(chatContext)
+          ? Math.min(CHAT_MAX_CONTEXT_RANGE[1], Math.max(CHAT_MAX_CONTEXT_RANGE[0], Math.round(chatContext)))
+          : DEFAULT_CHAT_MAX_CONTEXT,
     },
   };
 }
@@ -244,5 +256,5 @@ export function readRole(
 /** The part of the settings the server uses, in its shape (initializationOptions.settings). */
 export function serverSection(settings: Settings): SettingsSection {
   const { multiline, maxLines } = settings.completions;
-  return { completions: { multiline, maxLines }, chat: { maxTokens: settings.chat.maxTokens } };
+  return { completions: { multiline, maxLines }, chat: { maxTokens: settings.chat.maxTokens, maxContext: settings.chat.maxContext } };
 }

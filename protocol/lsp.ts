@@ -503,6 +503,37 @@ export interface ChatMessage {
   stopReason?: ChatStopReason;
   /** Set on a reply written by a model not trained for chat: that model's name. */
   completionModel?: string;
+  /** A user message's attachments, as they were sent (docs/PROMPTS.md, "Attachments"). */
+  attachments?: SentAttachment[];
+}
+
+/** Code the user attached to a chat message: a selection, or a whole file. The extension
+ * reads it; the server only renders it. */
+export interface ChatAttachment {
+  kind: 'selection' | 'file';
+  /** As the user knows it: the workspace-relative path (or the file's path). */
+  path: string;
+  /** The document's URI, to read it again later. */
+  uri: string;
+  /** 1-based, inclusive: the lines the text covers (a whole file: 1 to its last line). */
+  lines: { start: number; end: number };
+  /** The editor's language id, for the code fence. */
+  languageId?: string;
+  text: string;
+}
+
+/** What became of an attachment in the turn (the cut rule, docs/PROMPTS.md): `whole`, `cut`
+ * to the first lines that fit, or `left-out` (nothing of it fits). */
+export type AttachmentFate = 'whole' | 'cut' | 'left-out';
+
+/** An attachment as sent: the text the prompt carried (the first `sentLines` lines of it
+ * when cut), and what the whole one counts. */
+export interface SentAttachment extends ChatAttachment {
+  /** Tokens of the whole attachment as the prompt lays it out. */
+  tokens: number;
+  /** Tokens it took in the prompt (0 when left out). */
+  sentTokens: number;
+  fate: AttachmentFate;
 }
 
 /** `stop-token`: the model ended its turn (or, in a continuation from a model not trained
@@ -524,6 +555,10 @@ export interface ConversationSummary {
 
 export interface Conversation extends ConversationSummary {
   messages: ChatMessage[];
+  /** The first this many messages are no longer sent to the model: the conversation grew
+   * past the context and its oldest turns were left out (docs/PROMPTS.md, "Long
+   * conversations"). 0 when all are sent. */
+  notSent: number;
 }
 
 export interface ChatSendParams {
@@ -534,6 +569,41 @@ export interface ChatSendParams {
   thinking?: boolean;
   /** Most tokens of this reply (default: the `chat.maxTokens` setting). */
   maxTokens?: number;
+  /** Code sent with the message, in this order (the cut rule takes them in it). */
+  attachments?: ChatAttachment[];
+  /** Regenerate or edit: this user message of the conversation and every later one are
+   * replaced by the new message and its reply. */
+  replaceFrom?: string;
+}
+
+/** `k3/chat/budget`'s params: the turn that would be sent. */
+export interface ChatBudgetParams {
+  conversationId?: string;
+  message: string;
+  attachments?: ChatAttachment[];
+  /** As in ChatSendParams: the turn would replace this message and the later ones. */
+  replaceFrom?: string;
+}
+
+/** How the turn would use the model's context, as k3/chat/send would lay it out. */
+export interface ChatBudget {
+  /** Positions of the context. */
+  contextTokens: number;
+  /** Kept free for the reply (its token limit, at most a quarter of the context) and what
+   * closes it when cut. */
+  replyTokens: number;
+  /** The new message with its format tokens, without attachments. */
+  messageTokens: number;
+  /** The history that would be sent. */
+  historyTokens: number;
+  /** Each attachment, in order, with its fate. */
+  attachments: Array<{ tokens: number; sentTokens: number; fate: AttachmentFate }>;
+  /** Everything the prompt would hold. */
+  totalTokens: number;
+  /** Messages at the start of the conversation that would not be sent. */
+  notSent: number;
+  /** Counts estimated from the text's length (a remote backend: its tokenizer is not here). */
+  estimated: boolean;
 }
 
 export interface ChatSendResult {
@@ -552,6 +622,13 @@ export interface ChatSendResult {
 export namespace ChatSendRequest {
   export const method = 'k3/chat/send' as const;
   export const type = new RequestType<ChatSendParams, ChatSendResult, K3ErrorData>(method);
+}
+
+/** `k3/chat/budget`: the token counts of a turn before it is sent (attachments' tokens,
+ * the total against the context, what the cut rule and the trimming would do). */
+export namespace ChatBudgetRequest {
+  export const method = 'k3/chat/budget' as const;
+  export const type = new RequestType<ChatBudgetParams, ChatBudget, K3ErrorData>(method);
 }
 
 export interface ChatStreamParams {

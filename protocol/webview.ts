@@ -21,6 +21,53 @@ export interface ChatMessageView {
   note?: string;
   /** Why a reply failed, when `state` is `error`. */
   error?: string;
+  /** A user message's attachments, as they were sent. */
+  attachments?: AttachmentView[];
+}
+
+/** An attachment as a chip shows it: where it is from, its tokens, and what the turn does
+ * (a pending one: would do) with it. */
+export interface AttachmentView {
+  /** The chip's key (a pending attachment's id, or the sent one's index). */
+  id: string;
+  kind: 'selection' | 'file';
+  path: string;
+  lines: { start: number; end: number };
+  /** Tokens of the whole attachment; absent until counted. */
+  tokens?: number;
+  /** Tokens it takes in the prompt. */
+  sentTokens?: number;
+  /** `whole`, `cut` to its first lines, or `left-out`: the cut rule (docs/PROMPTS.md). */
+  fate?: 'whole' | 'cut' | 'left-out';
+  /** The file changed since it was attached (`stale`) or is gone (`deleted`). */
+  status?: 'stale' | 'deleted';
+}
+
+/** A one-click chip: a file that is open (the current one first) and not attached yet. */
+export interface SuggestionView {
+  uri: string;
+  path: string;
+  current: boolean;
+}
+
+/** The total the next turn would send, against the model's context. */
+export interface BudgetView {
+  totalTokens: number;
+  contextTokens: number;
+  replyTokens: number;
+  /** Earlier messages that would not be sent. */
+  notSent: number;
+  /** Counted from the text's length (no tokenizer for a remote model). */
+  estimated: boolean;
+}
+
+/** The composer's context: what is attached to the next message, what could be, the
+ * budget, and a sentence about the last attachment refused (or ''). */
+export interface DraftView {
+  attachments: AttachmentView[];
+  suggestions: SuggestionView[];
+  budget: BudgetView | null;
+  notice: string;
 }
 
 export interface ConversationSummaryView {
@@ -32,6 +79,8 @@ export interface ConversationSummaryView {
 
 export interface ConversationView extends ConversationSummaryView {
   messages: ChatMessageView[];
+  /** The first this many messages are no longer sent to the model (the context is full). */
+  notSent?: number;
 }
 
 /** What a notice's button does (the host runs the matching command). */
@@ -62,7 +111,11 @@ export type ToWebview =
   | { type: 'message'; conversationId: string; message: ChatMessageView }
   | { type: 'availability'; availability: ChatAvailabilityView }
   /** Move keyboard focus to the input (the K3: New Chat command, the view being revealed). */
-  | { type: 'focusInput' };
+  | { type: 'focusInput' }
+  /** The composer's attachments, suggestions and budget changed. */
+  | { type: 'draft'; draft: DraftView }
+  /** Workspace files matching an `@` query, best first. */
+  | { type: 'fileMatches'; query: string; files: { uri: string; path: string }[] };
 
 /** Page -> host. */
 export type FromWebview =
@@ -82,4 +135,15 @@ export type FromWebview =
    * info string, relative to the workspace), else the last active editor, to accept or reject. */
   | { type: 'apply'; text: string; path?: string }
   /** A button of the notice. */
-  | { type: 'action'; action: ChatActionView };
+  | { type: 'action'; action: ChatActionView }
+  /** Attach a workspace file (a suggestion chip, an `@` match). */
+  | { type: 'attachFile'; uri: string }
+  | { type: 'removeAttachment'; id: string }
+  /** The `@` popup's query: find workspace files (fuzzy). */
+  | { type: 'findFiles'; query: string }
+  /** The draft's text changed (the budget counts it). */
+  | { type: 'draftText'; text: string }
+  /** Ask again: the conversation's last user message, its reply replaced. */
+  | { type: 'regenerate'; conversationId: string }
+  /** Edit and resend a user message: it and every later message are replaced. */
+  | { type: 'edit'; conversationId: string; messageId: string; text: string };

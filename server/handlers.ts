@@ -15,6 +15,7 @@ import type { ServerCtx } from './ctx';
 import { loadAddon } from './engine/addon';
 import { invalidRequest, toResponseError } from './errors';
 import {
+  ChatBudgetRequest,
   ChatSendRequest,
   ChatStopRequest,
   ConversationClearRequest,
@@ -224,6 +225,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
 
   connection.onRequest(ChatSendRequest.type, answer((params, token) => ctx.chat.send(params, token)));
   connection.onRequest(ChatStopRequest.type, answer((params) => ({ stopped: ctx.chat.stop(params?.conversationId) })));
+  connection.onRequest(ChatBudgetRequest.type, answer((params) => ctx.chat.budget(params)));
   connection.onRequest(ConversationListRequest.type, answer0(() => ({ conversations: ctx.chat.list() })));
   connection.onRequest(ConversationGetRequest.type, answer((params) => ctx.chat.get(params?.conversationId)));
   connection.onRequest(ConversationClearRequest.type, answer(async (params) => ({ removed: await ctx.chat.clear(params) })));

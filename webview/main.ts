@@ -3,11 +3,15 @@
 // actions back as FromWebview messages. Reasoning streams in view and folds away once the
 // answer starts; a reply whose thinking never ended is shown as the answer. Code blocks are
 // highlighted and carry Copy, Insert and Apply (a diff against their file, or the editor). A
-// reply from a model not trained for chat is plain text with a label saying so. It has no access to
-// the engine or the files; the only thing it keeps itself (vscode.setState) is the draft.
+// reply from a model not trained for chat is plain text with a label saying so. A user
+// message shows its attachments and can be edited and sent again; the last reply can be
+// regenerated; where the conversation's sent history starts, a marker says how many earlier
+// messages are not sent. The context controls above the input are context.ts. It has no
+// access to the engine or the files; the only thing it keeps itself (vscode.setState) is the draft.
 import type { ChatActionView, ChatMessageView, FromWebview, ToWebview } from '../protocol/webview';
+import { attachmentChip, ContextBar } from './context';
 import { highlightBlocks, renderMarkdown } from './markdown';
-import { initialState, reduce, shownParts, streamingMessageId, type PageState } from './state';
+import { initialState, notSentMarker, reduce, regenerableId, shownParts, streamingMessageId, type PageState } from './state';
 
 interface VsCodeApi {
   postMessage(message: FromWebview): void;
@@ -43,7 +47,12 @@ const input = el('textarea', { id: 'input', rows: '3', placeholder: 'Ask K3 (Ent
 const send = el('button', { id: 'send' }, 'Send');
 const stop = el('button', { id: 'stop', class: 'secondary' }, 'Stop');
 composer.append(input, send, stop);
-app.append(bar, notice, messages, composer);
+const contextBar = new ContextBar(input, (m) => post(m));
+const editingBanner = el('div', { class: 'editing', id: 'editing' });
+app.append(bar, notice, messages, editingBanner, contextBar.element, composer);
+
+/** The user message being edited: Send replaces it and every later one. */
+let editing: { conversationId: string; messageId: string } | null = null;
 
 const saved = vscodeApi.getState() as { draft?: unknown } | undefined;
 if (typeof saved?.draft === 'string') input.value = saved.draft;
@@ -51,9 +60,18 @@ if (typeof saved?.draft === 'string') input.value = saved.draft;
 /** Reasoning sections the user opened, by message id, kept across re-renders. */
 const openReasoning = new Set<string>();
 
-function renderMessage(m: ChatMessageView): HTMLElement {
+function renderMessage(m: ChatMessageView, regenerable: boolean, streaming: boolean): HTMLElement {
   const box = el('div', { class: `message ${m.role}`, 'data-id': m.id, 'data-state': m.state });
-  box.append(el('div', { class: 'who' }, m.role === 'user' ? 'You' : m.completionModel ?? 'K3'));
+  const head = el('div', { class: 'head' });
+  head.append(el('span', { class: 'who' }, m.role === 'user' ? 'You' : m.completionModel ?? 'K3'));
+  if (m.role === 'user' && !streaming) head.append(el('button', { class: 'link', 'data-edit': m.id, title: 'Edit this message and send it again' }, 'Edit'));
+  if (regenerable) head.append(el('button', { class: 'link', 'data-regenerate': m.id, title: 'Ask again: this reply is replaced' }, 'Regenerate'));
+  box.append(head);
+  if (m.attachments?.length) {
+    const chips = el('div', { class: 'chips sent' });
+    chips.append(...m.attachments.map((a) => attachmentChip(a, false)));
+    box.append(chips);
+  }
   const { answer, reasoning, thinking: thinkingNow } = shownParts(m);
   if (reasoning) {
     const details = el('details', { class: 'reasoning' });
@@ -125,11 +143,20 @@ function render(): void {
     ...state.availability.actions.map((a) => el('button', { class: 'secondary', 'data-notice-action': a.action }, a.title)),
   );
   notice.hidden = state.availability.notice === '';
-  messages.replaceChildren(...(current?.messages ?? []).map(renderMessage));
+  const streamingNow = streamingMessageId(state) !== undefined;
+  const regenerable = streamingNow ? undefined : regenerableId(state);
+  const shown = (current?.messages ?? []).map((m) => renderMessage(m, m.id === regenerable, streamingNow));
+  const notSent = current?.notSent ?? 0;
+  if (notSent > 0) shown.splice(Math.min(notSent, shown.length), 0, el('div', { class: 'not-sent', id: 'not-sent', role: 'note' }, notSentMarker(notSent)));
+  messages.replaceChildren(...shown);
   if (!current || current.messages.length === 0) {
     messages.append(el('div', { class: 'empty' }, 'Ask about your code. Replies are computed on this machine.'));
   }
-  const streaming = streamingMessageId(state) !== undefined;
+  const streaming = streamingNow;
+  if (editing && editing.conversationId !== current?.id) editing = null;
+  editingBanner.textContent = editing ? 'Editing a message: Send replaces it and every message after it (Esc cancels).' : '';
+  editingBanner.hidden = !editing;
+  contextBar.render(state);
   stop.hidden = !streaming;
   send.disabled = !state.availability.canSend || streaming;
   if (stick) messages.scrollTop = messages.scrollHeight;
@@ -156,13 +183,32 @@ function post(message: FromWebview): void {
 function submit(): void {
   const text = input.value.trim();
   if (!text || send.disabled) return;
-  post({ type: 'send', conversationId: state.current?.id ?? null, text });
+  if (editing) post({ type: 'edit', conversationId: editing.conversationId, messageId: editing.messageId, text });
+  else post({ type: 'send', conversationId: state.current?.id ?? null, text });
+  editing = null;
   input.value = '';
   vscodeApi.setState({ draft: '' });
+  render();
+}
+
+// The budget counts the draft as it is typed, a moment after the typing pauses.
+let draftTimer: ReturnType<typeof setTimeout> | undefined;
+function draftChanged(): void {
+  vscodeApi.setState({ draft: input.value });
+  contextBar.inputChanged(state);
+  if (draftTimer) clearTimeout(draftTimer);
+  draftTimer = setTimeout(() => post({ type: 'draftText', text: input.value }), 300);
 }
 
 input.addEventListener('keydown', (e) => {
-  if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+  if (!e.isComposing && contextBar.key(e, state)) {
+    e.preventDefault();
+  } else if (e.key === 'Escape' && editing) {
+    e.preventDefault();
+    editing = null;
+    input.value = '';
+    render();
+  } else if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
     e.preventDefault();
     submit();
   } else if (e.key === 'Escape' && state.current && streamingMessageId(state)) {
@@ -170,7 +216,7 @@ input.addEventListener('keydown', (e) => {
     post({ type: 'stop', conversationId: state.current.id });
   }
 });
-input.addEventListener('input', () => vscodeApi.setState({ draft: input.value }));
+input.addEventListener('input', draftChanged);
 send.addEventListener('click', submit);
 stop.addEventListener('click', () => state.current && post({ type: 'stop', conversationId: state.current.id }));
 newButton.addEventListener('click', () => post({ type: 'newChat' }));
@@ -185,14 +231,29 @@ picker.addEventListener('change', () => {
   else post({ type: 'newChat' });
 });
 messages.addEventListener('click', (e) => {
-  const button = (e.target as HTMLElement).closest('button[data-action]');
+  const target = e.target as HTMLElement;
+  const current = state.current;
+  const edit = target.closest('[data-edit]')?.getAttribute('data-edit');
+  const message = current?.messages.find((m) => m.id === edit);
+  if (current && message) {
+    editing = { conversationId: current.id, messageId: message.id };
+    input.value = message.content;
+    render();
+    input.focus();
+    return;
+  }
+  if (current && target.closest('[data-regenerate]')) {
+    post({ type: 'regenerate', conversationId: current.id });
+    return;
+  }
+  const button = target.closest('button[data-action]');
   const pre = button?.parentElement?.nextElementSibling;
   const code = pre?.querySelector('code')?.textContent;
   if (!button || !pre || code === undefined || code === null) return;
   const action = button.getAttribute('data-action');
   if (action === 'apply') {
-    const target = pre.getAttribute('data-path');
-    post(target ? { type: 'apply', text: code, path: target } : { type: 'apply', text: code });
+    const path = pre.getAttribute('data-path');
+    post(path ? { type: 'apply', text: code, path } : { type: 'apply', text: code });
   } else post(action === 'insert' ? { type: 'insert', text: code } : { type: 'copy', text: code });
 });
 

@@ -100,18 +100,18 @@ export function assistantSegments(reasoning: string, content: string, thinking: 
   return out;
 }
 
-/** The whole conversation as segments. */
+/** One message of a conversation as segments (its ids when it has them). */
+export function oneMessageSegments(m: RenderMessage, thinking: boolean): Segment[] {
+  if (m.role !== 'assistant') return messageSegments(m.role, m.content);
+  return m.ids ? [{ ids: m.ids }] : assistantSegments(m.reasoning ?? '', m.content, thinking);
+}
+
+/** The whole conversation as segments. Each message's segments stand alone, so the
+ * rendering's length is the sum of its parts' (server/chat/budget.ts counts on it). */
 export function renderSegments(messages: readonly RenderMessage[], options: RenderOptions): Segment[] {
   const out: Segment[] = [];
   if (options.thinking) out.push(...thinkingEffortSegments(options.effort ?? 'max'));
-  for (const m of messages) {
-    if (m.role === 'assistant') {
-      if (m.ids) out.push({ ids: m.ids });
-      else out.push(...assistantSegments(m.reasoning ?? '', m.content, options.thinking));
-    } else {
-      out.push(...messageSegments(m.role, m.content));
-    }
-  }
+  for (const m of messages) out.push(...oneMessageSegments(m, options.thinking));
   if (options.generationPrompt) out.push(...generationPromptSegments(options.thinking));
   return out;
 }
@@ -157,6 +157,16 @@ export class ChatRenderer {
     return this.encode(renderSegments(messages, options));
   }
 
+  /** Tokens of one message as a conversation renders it. */
+  messageTokens(m: RenderMessage, thinking: boolean): number {
+    return this.encode(oneMessageSegments(m, thinking)).length;
+  }
+
+  /** Tokens of `t` as message content (text, specials disallowed). */
+  textTokens(t: string): number {
+    return t === '' ? 0 : this.tok.encode(t, false).length;
+  }
+
   generationPrompt(thinking: boolean): number[] {
     return this.encode(generationPromptSegments(thinking));
   }
@@ -164,6 +174,12 @@ export class ChatRenderer {
   /** A parser for a reply generated after generationPrompt(thinking). */
   parser(thinking: boolean): ReplyParser {
     return new ReplyParser(this.tok, { open: this.open, close: this.close, sep: this.sep }, this.stopIds, thinking);
+  }
+
+  /** The most ids closer() can add (a reply cut inside a think tag): kept free at the
+   * context's end, so a cut reply can always be closed. */
+  closerRoom(): number {
+    return this.closer('think', true).length;
   }
 
   /** The ids that close a reply left in `state` (cut by the token limit or a stop), so the

@@ -1,5 +1,7 @@
-// service.ts - chat turns and conversations. A turn renders the conversation plus the new
-// message (render.ts), resumes the engine from what the chat session holds or from the
+// service.ts - chat turns and conversations. A turn plans what it sends (plan.ts: the kept
+// turns, the oldest left out once the conversation outgrows the context, those a regenerate
+// or an edit replaces gone; the new message with its attachments, cut by the stated rule),
+// renders that (render.ts), resumes the engine from what the chat session holds or from the
 // conversation's saved state (a file the engine wrote after the previous turn), prefills
 // only what is new, streams the reply as k3/chat/didStream, closes the turn's structure
 // if the reply was cut, decodes it to its end and saves the state, so the next turn, even
@@ -21,6 +23,7 @@ import { EngineError } from '../engine/engine';
 import { action, Cancelled, K3Failure, engineFailure, invalidRequest } from '../errors';
 import {
   ChatStreamNotification,
+  type ChatBudget,
   type ChatSendParams,
   type ChatSendResult,
   type ChatStopReason,
@@ -38,8 +41,10 @@ import type { EngineSession, GenerateResult, PrefillResult } from '../engine/run
 import type { StatusReporter } from '../status';
 import type { SavedStateRef, StoredConversation, StoredMessage, WorkspaceStore } from '../state/store';
 import { entryKind } from '../state/files';
-import { ChatRenderer } from './render';
+import { ChatRenderer, type ChatTokenizer } from './render';
 import { filterJunk, maxLineLength, nonAsciiShare, type FilterResult } from '../completion/filters';
+import { checkAttachments, planTurn, remoteCounter, renderable, rendererCounter, type TurnCounter, type TurnPlan } from './plan';
+import { userContent } from './budget';
 
 /** Drafting material: the last this many tokens of the conversation. */
 const DRAFT_WINDOW = 8192;
@@ -111,6 +116,19 @@ function summary(c: StoredConversation): ConversationSummary {
   };
 }
 
+/** A reply's token limit: the one asked for, but short from a model not trained for chat. */
+function replyLimit(requested: number, completionModel: boolean | undefined): number {
+  return completionModel ? Math.min(requested, COMPLETION_MODEL_REPLY_TOKENS) : requested;
+}
+
+/** Records a turn: the kept messages, the new message and its reply. */
+function keepTurn(conv: StoredConversation, plan: TurnPlan, assistant: StoredMessage): void {
+  conv.messages = [...plan.kept, plan.userMessage, assistant];
+  if (plan.notSent > 0) conv.notSent = plan.notSent;
+  else delete conv.notSent;
+  conv.updatedAt = Date.now();
+}
+
 function publicMessage(m: StoredMessage): Conversation['messages'][number] {
   const { ids: _ids, ...rest } = m;
   return rest;
@@ -135,7 +153,9 @@ function checkSendParams(p: unknown): ChatSendParams {
   if (v.thinking !== undefined && typeof v.thinking !== 'boolean') throw invalidRequest('k3/chat/send: thinking must be a boolean');
   if (v.maxTokens !== undefined && !(Number.isInteger(v.maxTokens) && (v.maxTokens as number) > 0))
     throw invalidRequest('k3/chat/send: maxTokens must be a positive integer');
-  return v as unknown as ChatSendParams;
+  if (v.replaceFrom !== undefined && (typeof v.replaceFrom !== 'string' || v.conversationId === undefined))
+    throw invalidRequest('k3/chat/send: replaceFrom must be a message id of the conversation named by conversationId');
+  return { ...(v as unknown as ChatSendParams), attachments: checkAttachments(v.attachments, 'k3/chat/send') };
 }
 
 /** What the chat service uses of the server that holds it (ServerCtx implements it). Read
@@ -165,8 +185,24 @@ export class ChatService {
   private readonly active = new Map<string, { job: Job; generating: boolean }>();
   /** The chat format's renderer of each loaded model. */
   private readonly renderers = new WeakMap<LoadedEngine, ChatRenderer>();
+  private readonly remoteRenderers = new WeakMap<object, ChatRenderer | undefined>();
 
   constructor(private readonly ctx: ChatServiceHost) {}
+
+  /** The chat renderer of a remote model's tokenizer; undefined when it has not the chat
+   * format's special tokens (then counts are estimated). */
+  private remoteRenderer(tokenizer: ChatTokenizer & object): ChatRenderer | undefined {
+    if (!this.remoteRenderers.has(tokenizer)) {
+      let renderer: ChatRenderer | undefined;
+      try {
+        renderer = new ChatRenderer(tokenizer);
+      } catch {
+        renderer = undefined;
+      }
+      this.remoteRenderers.set(tokenizer, renderer);
+    }
+    return this.remoteRenderers.get(tokenizer);
+  }
 
   /** The chat renderer of a loaded model, made on first use. ServerCtx asks for it as the
    * model loads, so a tokenizer without the chat format's special tokens fails the load. */
@@ -187,7 +223,7 @@ export class ChatService {
     if (typeof id !== 'string') throw invalidRequest('conversationId must be a string');
     const c = this.ctx.store.get(id);
     if (!c) throw new K3Failure('unknown-conversation', `No conversation has the id ${id}.`);
-    return { ...summary(c), messages: c.messages.map(publicMessage) };
+    return { ...summary(c), messages: c.messages.map(publicMessage), notSent: c.notSent ?? 0 };
   }
 
   /** Deletes one conversation, or all when asked explicitly; a reply in progress there is
@@ -212,6 +248,38 @@ export class ChatService {
     if (turn.generating) turn.job.stop();
     else turn.job.cancel();
     return true;
+  }
+
+  /** k3/chat/budget: how the turn would use the context, before it is sent. */
+  budget(raw: unknown): ChatBudget {
+    const v = raw as Record<string, unknown> | null;
+    if (!v || typeof v !== 'object' || typeof v.message !== 'string')
+      throw invalidRequest('k3/chat/budget needs params { message, conversationId?, attachments?, replaceFrom? }');
+    if (v.conversationId !== undefined && typeof v.conversationId !== 'string') throw invalidRequest('k3/chat/budget: conversationId must be a string');
+    if (v.replaceFrom !== undefined && typeof v.replaceFrom !== 'string') throw invalidRequest('k3/chat/budget: replaceFrom must be a string');
+    const attachments = checkAttachments(v.attachments, 'k3/chat/budget');
+    const conv = v.conversationId === undefined ? undefined : this.ctx.store.get(v.conversationId);
+    if (v.conversationId !== undefined && !conv) throw new K3Failure('unknown-conversation', `No conversation has the id ${String(v.conversationId)}.`);
+    const thinking = conv?.thinking ?? this.ctx.settings.chat.thinking;
+    const engine = this.ctx.chatRemote ? undefined : this.ctx.host.ready();
+    const maxTokens = replyLimit(this.ctx.settings.chat.maxTokens, engine && !engine.info.chat);
+    const plan = planTurn(conv, v.message, attachments, v.replaceFrom, maxTokens, this.counter(thinking), Date.now());
+    return plan.budget;
+  }
+
+  /** How the backend that answers now counts a turn's tokens, and its context. */
+  private counter(thinking: boolean): TurnCounter {
+    const remote = this.ctx.chatRemote;
+    if (remote) {
+      // The smaller of the setting and the server's own context, when it says it.
+      const context = Math.min(this.ctx.settings.chat.maxContext, remote.maxContext);
+      // With the model's tokenizer the turn is counted as the K3 chat format renders it
+      // (k3 serve renders it exactly so); without, estimated.
+      const renderer = remote.tokenizer && this.remoteRenderer(remote.tokenizer);
+      return renderer ? rendererCounter(renderer, context, thinking, 0) : remoteCounter(context, undefined);
+    }
+    const engine = this.ctx.host.ready();
+    return rendererCounter(this.renderer(engine), engine.chat.maxContext, thinking && engine.info.chat);
   }
 
   cancelAll(): void {
@@ -246,6 +314,22 @@ export class ChatService {
       };
     }
     if (this.active.has(conv.id)) throw new K3Failure('busy', 'This conversation is answering already; stop it first.');
+    const maxTokens = replyLimit(params.maxTokens ?? settings.chat.maxTokens, completionModel !== undefined);
+    const warnings: K3Problem[] = [];
+    if (engine && !completionModel) {
+      const foreign = await this.dropForeignIds(conv, Math.min(engine.model.vocabSize, engine.tokenizer.vocabSize));
+      if (foreign) warnings.push(foreign);
+    }
+    const plan = planTurn(
+      params.conversationId !== undefined ? conv : undefined,
+      params.message,
+      params.attachments,
+      params.replaceFrom,
+      maxTokens,
+      this.counter(conv.thinking),
+      now,
+    );
+    const userMessage = plan.userMessage;
     const job = new Job('chat');
     const turn = { job, generating: false };
     this.active.set(conv.id, turn);
@@ -254,17 +338,13 @@ export class ChatService {
       clientCancelled = true;
       this.stop(conv.id);
     });
-    const userMessage: StoredMessage = { id: crypto.randomUUID(), role: 'user', content: params.message, reasoning: '', createdAt: now };
     const messageId = crypto.randomUUID();
-    const warnings: K3Problem[] = [];
-    const requested = params.maxTokens ?? settings.chat.maxTokens;
-    const maxTokens = completionModel ? Math.min(requested, COMPLETION_MODEL_REPLY_TOKENS) : requested;
     const host = this.ctx.host;
     try {
       const result = await this.ctx.scheduler.run(job, async (): Promise<ChatSendResult> => {
         if (remote) {
           const reply = await remoteTurn(remote, job, {
-            conversation: conv,
+            conversation: { ...conv, messages: plan.kept.slice(plan.notSent) },
             userMessage,
             maxTokens,
             generating: () => (turn.generating = true),
@@ -280,21 +360,22 @@ export class ChatService {
             this.ctx.reportProblem(kept);
             warnings.push(kept);
           }
-          return this.recordTurn(conv, userMessage, assistant, reply.stats, reply.usage, warnings, 'remote');
+          return this.recordTurn(conv, plan, assistant, reply.stats, reply.usage, warnings, 'remote');
         }
         if (!engine) throw new Error('no engine for a local chat turn');
         if (completionModel) {
           host.chatHeld = undefined; // the session will hold the plain message, not the conversation
-          const reply = await this.continuation(engine, job, params.message, maxTokens, conv.id, messageId, () => (turn.generating = true));
+          const reply = await this.continuation(engine, job, userContent(params.message, userMessage.attachments), maxTokens, conv.id, messageId, () => (turn.generating = true));
           const assistant: StoredMessage = { ...assistantMessage(messageId, reply, true), completionModel };
-          return this.recordTurn(conv, userMessage, assistant, reply.stats, true, warnings, 'continuation');
+          return this.recordTurn(conv, plan, assistant, reply.stats, true, warnings, 'continuation');
         }
         const renderer = this.renderer(engine);
-        const foreign = await this.dropForeignIds(conv, Math.min(engine.model.vocabSize, engine.tokenizer.vocabSize));
-        if (foreign) warnings.push(foreign);
         const thinking = conv.thinking;
-        const previous = renderer.render(conv.messages, { thinking, generationPrompt: false });
-        const prompt = renderer.render([...conv.messages, userMessage], { thinking, generationPrompt: true });
+        // What is sent: the kept turns (the oldest may be left out, docs/PROMPTS.md), then
+        // the new message with its attachments.
+        const sent = plan.kept.slice(plan.notSent).map(renderable);
+        const previous = renderer.render(sent, { thinking, generationPrompt: false });
+        const prompt = renderer.render([...sent, renderable(userMessage)], { thinking, generationPrompt: true });
         const es = engine.chat;
 
         // Resume: the session already holds the conversation, or its saved state does.
@@ -304,7 +385,10 @@ export class ChatService {
         } else {
           host.chatHeld = undefined;
           const file = store.stateFile(conv);
-          if (file && conv.state) {
+          // A saved state of a history that was replaced or shortened at its start holds
+          // no prefix of this prompt: the turn prefills from the kept turns instead, and
+          // the state saved after it replaces that one.
+          if (file && conv.state && !plan.historyChanged) {
             if (conv.state.model !== engine.fingerprint) {
               warnings.push(
                 store.setAside(file, 'state-incompatible', 'The saved engine state of this conversation was made by another model; the conversation was re-read from its history.'),
@@ -348,7 +432,8 @@ export class ChatService {
         turn.generating = true;
         const parser = renderer.parser(thinking);
         const gen = await es.generate(job, prompt, {
-          maxTokens,
+          // The context's end, less the room to close a cut reply, is a limit too.
+          maxTokens: Math.max(1, Math.min(maxTokens, es.maxContext - prompt.length - renderer.closerRoom())),
           specMax: settings.engine.speculation,
           stopIds: renderer.stopIds,
           contextIds: prompt.slice(-DRAFT_WINDOW),
@@ -372,8 +457,7 @@ export class ChatService {
         );
         const oldState = store.stateFile(conv);
         const saved = await this.saveState(es, job, conv.id, full.length, engine.fingerprint, warnings);
-        conv.messages.push(userMessage, assistant);
-        conv.updatedAt = Date.now();
+        keepTurn(conv, plan, assistant);
         conv.state = saved?.ref ?? null;
         const notKept = await store.put(conv);
         if (notKept) {
@@ -527,7 +611,7 @@ export class ChatService {
    * figures are known (a remote server may send none). */
   private async recordTurn(
     conv: StoredConversation,
-    userMessage: StoredMessage,
+    plan: TurnPlan,
     assistant: StoredMessage,
     stats: ChatTurnStats,
     usage: boolean,
@@ -535,8 +619,11 @@ export class ChatService {
     kind: 'remote' | 'continuation',
   ): Promise<ChatSendResult> {
     const { store, settings } = this.ctx;
-    conv.messages.push(userMessage, assistant);
-    conv.updatedAt = Date.now();
+    const { userMessage } = plan;
+    keepTurn(conv, plan, assistant);
+    // The saved state no longer starts the rendering when the history was replaced or
+    // shortened: the next local turn must not resume from it.
+    if (plan.historyChanged) conv.state = null;
     const notKept = await store.put(conv);
     if (notKept) warnings.push(notKept);
     await store.enforceLimits(settings.state.maxBytes, settings.state.maxConversations, conv.id);

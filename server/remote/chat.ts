@@ -1,5 +1,6 @@
 // chat.ts - a chat turn through a remote server's /v1/chat/completions: the conversation's
-// messages (assistant turns with their reasoning under both names servers read:
+// messages (user messages with their attachments, docs/PROMPTS.md; assistant turns with
+// their reasoning under both names servers read:
 // `reasoning_content` for llama-server, SGLang and k3 serve, `reasoning` for vLLM since it
 // renamed the field), the conversation's thinking choice as
 // `chat_template_kwargs.thinking`, greedy, streamed. The server renders the K3 chat format
@@ -15,6 +16,7 @@ import type { ChatStopReason, ChatTurnStats } from '../../protocol/lsp';
 import type { Job } from '../scheduler';
 import type { StoredConversation, StoredMessage } from '../state/store';
 import type { RemoteBackend } from './backend';
+import { userContent } from '../chat/budget';
 import { CHAT_DEADLINE_TIMEOUTS, ReplyBudget } from './budget';
 
 export interface RemoteTurnRequest {
@@ -60,7 +62,7 @@ export function remoteMessages(conversation: StoredConversation, userMessage: St
   return [...conversation.messages, userMessage].map((m): RemoteMessage =>
     m.role === 'assistant' && conversation.thinking && m.reasoning
       ? { role: m.role, content: m.content, reasoning_content: m.reasoning, reasoning: m.reasoning }
-      : { role: m.role, content: m.content },
+      : { role: m.role, content: m.role === 'user' ? userContent(m.content, m.attachments) : m.content },
   );
 }
 

@@ -3,10 +3,13 @@
 // field, and workspace.json. Parsing never throws: it returns the value or the sentence
 // saying why the text is not one. It does no file IO.
 import * as path from 'node:path';
-import type { ChatMessage, ChatStopReason } from '../../protocol/lsp';
+import type { AttachmentFate, ChatMessage, ChatStopReason, SentAttachment } from '../../protocol/lsp';
 
 export const CONVERSATION_FORMAT = 'k3-conversation';
-export const CONVERSATION_VERSION = 1;
+/** 2 added messages' `attachments` and the conversation's `notSent`; version 1 files (which
+ * have neither) are still read, and rewritten as 2 at their next turn. */
+export const CONVERSATION_VERSION = 2;
+const CONVERSATION_VERSIONS_READ: readonly number[] = [1, 2];
 export const WORKSPACE_FORMAT = 'k3-workspace';
 export const WORKSPACE_VERSION = 1;
 
@@ -33,6 +36,8 @@ export interface StoredConversation {
   thinking: boolean;
   messages: StoredMessage[];
   state: SavedStateRef | null;
+  /** The first this many messages are no longer sent to the model (absent: 0). */
+  notSent?: number;
 }
 
 export interface LastLoad {
@@ -58,6 +63,41 @@ export interface ParseFailure {
 const isStr = (v: unknown): v is string => typeof v === 'string';
 const isNum = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
 const STOP_REASONS: readonly ChatStopReason[] = ['stop-token', 'length', 'stopped'];
+const FATES: readonly AttachmentFate[] = ['whole', 'cut', 'left-out'];
+const isCount = (v: unknown): v is number => Number.isInteger(v) && (v as number) >= 0;
+
+function parseAttachment(v: unknown, id: string, i: number): SentAttachment | string {
+  const a = v as Record<string, unknown>;
+  const bad = `message ${id} has a malformed attachment ${i}`;
+  if (!a || typeof a !== 'object') return bad;
+  const lines = a.lines as Record<string, unknown> | undefined;
+  if (
+    (a.kind !== 'selection' && a.kind !== 'file') ||
+    !isStr(a.path) ||
+    !isStr(a.uri) ||
+    !isStr(a.text) ||
+    !lines ||
+    !isCount(lines.start) ||
+    !isCount(lines.end) ||
+    !isCount(a.tokens) ||
+    !isCount(a.sentTokens) ||
+    !FATES.includes(a.fate as AttachmentFate) ||
+    (a.languageId !== undefined && !isStr(a.languageId))
+  )
+    return bad;
+  const out: SentAttachment = {
+    kind: a.kind,
+    path: a.path,
+    uri: a.uri,
+    lines: { start: lines.start, end: lines.end },
+    text: a.text,
+    tokens: a.tokens,
+    sentTokens: a.sentTokens,
+    fate: a.fate as AttachmentFate,
+  };
+  if (a.languageId !== undefined) out.languageId = a.languageId as string;
+  return out;
+}
 
 function parseMessage(v: unknown): StoredMessage | string {
   const m = v as Record<string, unknown>;
@@ -77,11 +117,21 @@ function parseMessage(v: unknown): StoredMessage | string {
     if (!Array.isArray(m.ids) || !m.ids.every((i) => Number.isInteger(i) && i >= 0)) return `message ${m.id} has bad ids`;
     out.ids = m.ids as number[];
   }
+  if (m.attachments !== undefined) {
+    if (m.role !== 'user' || !Array.isArray(m.attachments)) return `message ${m.id} has attachments that are not a user message's list`;
+    const list: SentAttachment[] = [];
+    for (const [i, raw] of m.attachments.entries()) {
+      const a = parseAttachment(raw, m.id, i);
+      if (typeof a === 'string') return a;
+      list.push(a);
+    }
+    out.attachments = list;
+  }
   return out;
 }
 
 /** The JSON object in `text` when it is a k3 file of `format` at `version`, or why not. */
-function parseVersioned(text: string, format: string, version: number, what: string): Record<string, unknown> | ParseFailure {
+function parseVersioned(text: string, format: string, versions: readonly number[], what: string): Record<string, unknown> | ParseFailure {
   let v: Record<string, unknown>;
   try {
     v = JSON.parse(text) as Record<string, unknown>;
@@ -89,16 +139,17 @@ function parseVersioned(text: string, format: string, version: number, what: str
     return { problem: `not JSON (${(e as Error).message})` };
   }
   if (!v || typeof v !== 'object' || v.format !== format) return { problem: `not a k3 ${what} file` };
-  if (v.version !== version) {
-    const newer = typeof v.version === 'number' && v.version > version;
-    return { problem: `format version ${String(v.version)}, this server reads ${version}`, newer };
+  if (!versions.includes(v.version as number)) {
+    const newest = Math.max(...versions);
+    const newer = typeof v.version === 'number' && v.version > newest;
+    return { problem: `format version ${String(v.version)}, this server reads ${versions.join(' and ')}`, newer };
   }
   return v;
 }
 
 /** The conversation in `text`, or why it is not one. */
 export function parseConversation(text: string): StoredConversation | ParseFailure {
-  const v = parseVersioned(text, CONVERSATION_FORMAT, CONVERSATION_VERSION, 'conversation');
+  const v = parseVersioned(text, CONVERSATION_FORMAT, CONVERSATION_VERSIONS_READ, 'conversation');
   if (isParseFailure(v)) return v;
   if (!isStr(v.id) || !isStr(v.title) || !isNum(v.createdAt) || !isNum(v.updatedAt) || typeof v.thinking !== 'boolean' || !Array.isArray(v.messages))
     return { problem: 'a field is missing or of the wrong type' };
@@ -115,7 +166,12 @@ export function parseConversation(text: string): StoredConversation | ParseFailu
       return { problem: 'the saved-state reference is malformed' };
     state = { file: s.file, tokens: s.tokens, model: s.model, bytes: s.bytes };
   }
-  return { id: v.id, title: v.title, createdAt: v.createdAt, updatedAt: v.updatedAt, thinking: v.thinking, messages, state };
+  const out: StoredConversation = { id: v.id, title: v.title, createdAt: v.createdAt, updatedAt: v.updatedAt, thinking: v.thinking, messages, state };
+  if (v.notSent !== undefined) {
+    if (!isCount(v.notSent) || v.notSent > messages.length) return { problem: `notSent ${String(v.notSent)} is not a count of its ${messages.length} messages` };
+    if (v.notSent > 0) out.notSent = v.notSent;
+  }
+  return out;
 }
 
 export function isParseFailure<T extends object>(v: T | ParseFailure): v is ParseFailure {
@@ -128,7 +184,7 @@ export function conversationText(c: StoredConversation): string {
 
 /** workspace.json's values, or why the text is not one. */
 export function parseWorkspace(text: string): WorkspaceFile | ParseFailure {
-  const v = parseVersioned(text, WORKSPACE_FORMAT, WORKSPACE_VERSION, 'workspace');
+  const v = parseVersioned(text, WORKSPACE_FORMAT, [WORKSPACE_VERSION], 'workspace');
   if (isParseFailure(v)) return v;
   const out: WorkspaceFile = {};
   if (isStr(v.preset)) out.preset = v.preset;

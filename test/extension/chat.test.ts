@@ -1,11 +1,24 @@
 // chat.test.ts - the chat panel's host side (extension/chat.ts): the page's messages are
 // checked before use, a message streams its reply to the page piece by piece, Stop ends it
 // as stopped, a new conversation takes the id the server gives it, a failed reply says why,
-// Copy and Insert reach the editor side, and the history is restored from the backend.
+// Copy and Insert reach the editor side, and the history is restored from the backend;
+// attachments (added, counted by the server's budget, refused with the reason, sent with
+// the message and cleared), regenerate and edit (replaceFrom, with the message's own
+// attachments), and sent attachments whose file changed or is gone.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { ConversationView, ToWebview } from '../../protocol/webview';
-import { ChatController, parseFromWebview, titleFrom, type ChatBackend, type ReplyResult } from '../../extension/chat';
+import type { ChatAttachment, ChatBudget, SentAttachment } from '../../protocol/lsp';
+import type { ConversationView, DraftView, ToWebview } from '../../protocol/webview';
+import {
+  ChatController,
+  parseFromWebview,
+  resendable,
+  titleFrom,
+  type ChatBackend,
+  type ChatFiles,
+  type ReplyResult,
+  type TurnOptions,
+} from '../../extension/chat';
 import { describeChatAvailability } from '../../extension/engineText';
 
 type Reply = (
@@ -13,11 +26,29 @@ type Reply = (
   text: string,
   onDelta: (channel: 'content' | 'reasoning', text: string) => void,
   signal: AbortSignal,
+  options?: TurnOptions,
 ) => Promise<ReplyResult>;
 
-function setup(reply: Reply, stored: ConversationView[] = []) {
+/** A budget as the server would count it: 10 tokens per line of each attachment, all whole. */
+function fakeBudget(options: TurnOptions): ChatBudget {
+  const attachments = (options.attachments ?? []).map((a) => ({ tokens: a.text.split('\n').length * 10, sentTokens: a.text.split('\n').length * 10, fate: 'whole' as const }));
+  const total = 50 + attachments.reduce((n, a) => n + a.sentTokens, 0);
+  return { contextTokens: 1000, replyTokens: 250, messageTokens: 5, historyTokens: 0, attachments, totalTokens: total, notSent: 0, estimated: false };
+}
+
+function noFiles(): ChatFiles {
+  return {
+    attachFile: async (uri) => `${uri} was not attached: it is a binary file (12 bytes).`,
+    suggestions: () => [],
+    find: async () => [],
+    status: async () => undefined,
+  };
+}
+
+function setup(reply: Reply, stored: ConversationView[] = [], files: ChatFiles = noFiles(), sent: Record<string, SentAttachment[]> = {}) {
   const posted: ToWebview[] = [];
   const effects: string[] = [];
+  const budgets: TurnOptions[] = [];
   let n = 0;
   const backend: ChatBackend = {
     availability: () => ({ canSend: true, notice: '', actions: [] }),
@@ -26,9 +57,12 @@ function setup(reply: Reply, stored: ConversationView[] = []) {
     load: async (id) => structuredClone(stored.find((c) => c.id === id) ?? null),
     reply,
     delete: async (id) => void effects.push(`delete ${id}`),
+    budget: async (_id, _text, options) => (budgets.push(structuredClone(options)), fakeBudget(options)),
+    sentAttachments: (_c, m) => sent[m] ?? [],
   };
   const controller = new ChatController({
     backend,
+    files,
     post: (m) => posted.push(structuredClone(m)),
     copy: async (t) => void effects.push(`copy ${t}`),
     insert: async (t) => (effects.push(`insert ${t}`), true),
@@ -40,7 +74,13 @@ function setup(reply: Reply, stored: ConversationView[] = []) {
     newId: () => `id${++n}`,
     now: () => 1000,
   });
-  return { controller, posted, effects };
+  return { controller, posted, effects, budgets };
+}
+
+function lastDraft(posted: ToWebview[]): DraftView {
+  const drafts = posted.flatMap((m) => (m.type === 'draft' ? [m.draft] : []));
+  assert.ok(drafts.length > 0, 'a draft was posted');
+  return drafts[drafts.length - 1];
 }
 
 test('parseFromWebview accepts each well-formed message and nothing else', () => {
@@ -73,7 +113,7 @@ test('a message streams its reply to the page and the new conversation takes the
   await controller.handle({ type: 'send', conversationId: null, text: '  Explain x ' });
   const deltas = posted.filter((m) => m.type === 'delta').map((m) => (m.type === 'delta' ? `${m.channel}:${m.text}` : ''));
   assert.deepEqual(deltas, ['reasoning:hm', 'content:It ', 'content:is.']);
-  const last = posted[posted.length - 1];
+  const last = posted.filter((m) => m.type === 'message').pop() ?? assert.fail('no message posted');
   assert.equal(last.type, 'message');
   assert.ok(last.type === 'message' && last.message.state === 'done' && last.message.content === 'It is.');
   assert.equal(last.type === 'message' && last.conversationId, 'srv1');
@@ -103,7 +143,7 @@ test('Stop aborts the reply and the message ends as stopped', async () => {
   assert.ok(snapshot?.type === 'snapshot' && snapshot.current);
   await controller.handle({ type: 'stop', conversationId: snapshot.current.id });
   await sending;
-  const last = posted[posted.length - 1];
+  const last = posted.filter((m) => m.type === 'message').pop() ?? assert.fail('no message posted');
   assert.ok(last.type === 'message');
   assert.equal(last.message.state, 'stopped');
   assert.equal(last.message.content, 'partial');
@@ -114,7 +154,7 @@ test('a failed reply says why in the message', async () => {
     throw new Error('No model is loaded.');
   });
   await controller.handle({ type: 'send', conversationId: null, text: 'hi' });
-  const last = posted[posted.length - 1];
+  const last = posted.filter((m) => m.type === 'message').pop() ?? assert.fail('no message posted');
   assert.ok(last.type === 'message');
   assert.equal(last.message.state, 'error');
   assert.equal(last.message.error, 'No model is loaded.');
@@ -189,7 +229,10 @@ test('a reply from a completion model is labelled from its first piece, and by t
         return { conversationId: 'c', reply: { id: 'r', role: 'assistant', content: '    return n', reasoning: '', state: 'done', completionModel: 'k3-mini' } };
       },
       delete: async () => undefined,
+      budget: async () => null,
+      sentAttachments: () => [],
     },
+    files: noFiles(),
     post: (m) => posted.push(structuredClone(m)),
     copy: async () => undefined,
     insert: async () => true,
@@ -214,7 +257,175 @@ test('what the server handled on the way is shown under the reply', async () => 
     warnings: ['Another window of this workspace added to this conversation while this reply was written, so this reply was not kept.'],
   }));
   await controller.handle({ type: 'send', conversationId: null, text: 'hi' });
-  const last = posted[posted.length - 1];
+  const last = posted.filter((m) => m.type === 'message').pop() ?? assert.fail('no message posted');
   assert.ok(last.type === 'message');
   assert.match(last.message.note ?? '', /^Another window of this workspace/);
+});
+
+const selection: ChatAttachment = { kind: 'selection', path: 'src/a.ts', uri: 'file:///w/src/a.ts', lines: { start: 3, end: 4 }, text: 'let a = 1;\nlet b = 2;' };
+
+test('an added selection shows as a chip with the server’s count, goes with the next message, and the draft is cleared', async () => {
+  let sentWith: TurnOptions | undefined;
+  const { controller, posted, budgets } = setup(async (_id, _text, _onDelta, _signal, options) => {
+    sentWith = options;
+    return { conversationId: 'c1', reply: { id: 'r', role: 'assistant', content: 'ok', reasoning: '', state: 'done' } };
+  });
+  await controller.attach(selection);
+  const draft = lastDraft(posted);
+  assert.deepEqual(
+    draft.attachments.map((a) => [a.path, a.lines, a.tokens, a.fate]),
+    [['src/a.ts', { start: 3, end: 4 }, 20, 'whole']],
+  );
+  assert.deepEqual(draft.budget, { totalTokens: 70, contextTokens: 1000, replyTokens: 250, notSent: 0, estimated: false });
+  assert.deepEqual(budgets[budgets.length - 1].attachments, [selection], 'the budget counts what would be sent');
+  await controller.handle({ type: 'send', conversationId: null, text: 'why?' });
+  assert.deepEqual(sentWith?.attachments, [selection], 'the message carries the attachment');
+  const user = posted.flatMap((m) => (m.type === 'snapshot' ? (m.current?.messages ?? []) : [])).find((m) => m.role === 'user');
+  assert.deepEqual(user?.attachments?.map((a) => [a.path, a.tokens]), [['src/a.ts', 20]], 'the sent message shows its chip');
+  assert.deepEqual(lastDraft(posted).attachments, [], 'the next message starts without it');
+});
+
+test('a refused file says why in the composer and attaches nothing; a removed chip is gone', async () => {
+  const { controller, posted } = setup(async () => assert.fail('no reply expected'));
+  await controller.handle({ type: 'attachFile', uri: 'file:///w/logo.png' });
+  assert.equal(lastDraft(posted).notice, 'file:///w/logo.png was not attached: it is a binary file (12 bytes).');
+  assert.deepEqual(lastDraft(posted).attachments, []);
+  await controller.attach(selection);
+  const id = lastDraft(posted).attachments[0].id;
+  await controller.handle({ type: 'removeAttachment', id });
+  assert.deepEqual(lastDraft(posted).attachments, []);
+  assert.equal(lastDraft(posted).notice, '');
+});
+
+test('regenerate resends the last user message with its attachments as sent; edit replaces a message and what follows', async () => {
+  const cut: SentAttachment = { ...selection, lines: { start: 3, end: 40 }, text: 'let a = 1;\nlet b = 2;', tokens: 400, sentTokens: 20, fate: 'cut' };
+  const left: SentAttachment = { ...selection, path: 'b.ts', text: '', tokens: 900, sentTokens: 0, fate: 'left-out' };
+  const stored: ConversationView[] = [
+    {
+      id: 'c',
+      title: 't',
+      updatedAt: 1,
+      messages: [
+        { id: 'u1', role: 'user', content: 'first', reasoning: '', state: 'done' },
+        { id: 'a1', role: 'assistant', content: 'one', reasoning: '', state: 'done' },
+        { id: 'u2', role: 'user', content: 'second', reasoning: '', state: 'done' },
+        { id: 'a2', role: 'assistant', content: 'two', reasoning: '', state: 'done' },
+      ],
+    },
+  ];
+  const calls: Array<[string | null, string, TurnOptions | undefined]> = [];
+  const { controller, posted } = setup(
+    async (id, text, _d, _s, options) => {
+      calls.push([id, text, options]);
+      // As the server records it: the replaced message and those after it go.
+      const c = stored[0];
+      const at = c.messages.findIndex((m) => m.id === options?.replaceFrom);
+      c.messages = [
+        ...c.messages.slice(0, at),
+        { id: `u${calls.length}x`, role: 'user', content: text, reasoning: '', state: 'done' },
+        { id: `a${calls.length}x`, role: 'assistant', content: 'again', reasoning: '', state: 'done' },
+      ];
+      return { conversationId: 'c', reply: { id: 'r', role: 'assistant', content: 'again', reasoning: '', state: 'done' } };
+    },
+    stored,
+    noFiles(),
+    { u2: [cut, left] },
+  );
+  await controller.handle({ type: 'ready' });
+  await controller.handle({ type: 'regenerate', conversationId: 'c' });
+  assert.deepEqual(calls[0], ['c', 'second', { attachments: [resendable(cut)], replaceFrom: 'u2' }]);
+  assert.deepEqual(resendable(cut)?.lines, { start: 3, end: 4 }, 'a cut attachment is sent again as the lines it carried');
+  assert.equal(resendable(left), undefined, 'a left-out one is not sent again');
+  const shown = posted.filter((m) => m.type === 'snapshot').pop();
+  assert.ok(shown?.type === 'snapshot');
+  assert.deepEqual(shown.current?.messages.map((m) => m.content), ['first', 'one', 'second', 'again'], 'the old reply is replaced, not kept');
+
+  await controller.handle({ type: 'edit', conversationId: 'c', messageId: 'u1', text: 'first, edited' });
+  assert.deepEqual(calls[1], ['c', 'first, edited', { attachments: [], replaceFrom: 'u1' }]);
+  const edited = posted.filter((m) => m.type === 'snapshot').pop();
+  assert.ok(edited?.type === 'snapshot');
+  assert.deepEqual(edited.current?.messages.map((m) => m.content), ['first, edited', 'again']);
+});
+
+test('a sent attachment whose file changed is marked stale, one whose file is gone deleted', async () => {
+  const a: SentAttachment = { ...selection, tokens: 20, sentTokens: 20, fate: 'whole' };
+  const b: SentAttachment = { ...selection, uri: 'file:///w/gone.ts', path: 'gone.ts', tokens: 20, sentTokens: 20, fate: 'whole' };
+  const stored: ConversationView[] = [
+    {
+      id: 'c',
+      title: 't',
+      updatedAt: 1,
+      messages: [
+        {
+          id: 'u1',
+          role: 'user',
+          content: 'q',
+          reasoning: '',
+          state: 'done',
+          attachments: [
+            { id: '0', kind: 'selection', path: 'src/a.ts', lines: a.lines },
+            { id: '1', kind: 'selection', path: 'gone.ts', lines: b.lines },
+          ],
+        },
+      ],
+    },
+  ];
+  const files: ChatFiles = { ...noFiles(), status: async (x) => (x.uri === b.uri ? 'deleted' : 'stale') };
+  const { controller, posted } = setup(async () => assert.fail('no reply expected'), stored, files, { u1: [a, b] });
+  await controller.handle({ type: 'ready' });
+  const shown = posted.filter((m) => m.type === 'snapshot').pop();
+  assert.ok(shown?.type === 'snapshot');
+  assert.deepEqual(shown.current?.messages[0].attachments?.map((x) => x.status), ['stale', 'deleted']);
+});
+
+test('parseFromWebview accepts the context messages well-formed and nothing else', () => {
+  assert.deepEqual(parseFromWebview({ type: 'attachFile', uri: 'file:///a' }), { type: 'attachFile', uri: 'file:///a' });
+  assert.deepEqual(parseFromWebview({ type: 'edit', conversationId: 'c', messageId: 'm', text: 't' }), { type: 'edit', conversationId: 'c', messageId: 'm', text: 't' });
+  assert.deepEqual(parseFromWebview({ type: 'regenerate', conversationId: 'c' }), { type: 'regenerate', conversationId: 'c' });
+  for (const bad of [{ type: 'attachFile' }, { type: 'edit', conversationId: 'c', text: 't' }, { type: 'findFiles', query: 3 }, { type: 'removeAttachment' }]) {
+    assert.equal(parseFromWebview(bad), undefined, JSON.stringify(bad));
+  }
+});
+
+test('a file attached whole is read again when the message is sent; one gone since goes as attached, and the reply says so', async () => {
+  const file = (text: string): ChatAttachment => ({ kind: 'file', path: 'src/b.ts', uri: 'file:///w/src/b.ts', lines: { start: 1, end: text.split('\n').length }, text });
+  let disk: string | undefined = 'v1';
+  const files: ChatFiles = { ...noFiles(), attachFile: async () => (disk === undefined ? 'src/b.ts was not attached: it no longer exists.' : file(disk)) };
+  const sent: TurnOptions[] = [];
+  const { controller, posted } = setup(
+    async (_id, _text, _d, _s, options) => {
+      sent.push(structuredClone(options ?? {}));
+      return { conversationId: 'c', reply: { id: 'r', role: 'assistant', content: 'ok', reasoning: '', state: 'done' } };
+    },
+    [],
+    files,
+  );
+  await controller.handle({ type: 'attachFile', uri: 'file:///w/src/b.ts' });
+  disk = 'v2\nmore';
+  await controller.handle({ type: 'send', conversationId: null, text: 'look' });
+  assert.deepEqual(sent[0].attachments, [file('v2\nmore')], 'the file as it is when sent');
+  await controller.handle({ type: 'attachFile', uri: 'file:///w/src/b.ts' });
+  disk = undefined;
+  await controller.handle({ type: 'send', conversationId: 'c', text: 'again' });
+  assert.deepEqual(sent[1].attachments, [file('v2\nmore')], 'gone since: the text it had');
+  const last = posted.filter((m) => m.type === 'message').pop();
+  assert.ok(last?.type === 'message');
+  assert.match(last.message.note ?? '', /src\/b\.ts was not attached: it no longer exists\. The text it had when it was attached was sent instead\./);
+});
+
+
+test('@ answers that cross arrive as the last query’s only', async () => {
+  const answers = new Map<string, (files: { uri: string; path: string }[]) => void>();
+  const files: ChatFiles = { ...noFiles(), find: (q) => new Promise((resolve) => answers.set(q, resolve)) };
+  const { controller, posted } = setup(async () => assert.fail('no reply expected'), [], files);
+  const slow = controller.handle({ type: 'findFiles', query: 'lo' });
+  const fast = controller.handle({ type: 'findFiles', query: 'log' });
+  answers.get('log')?.([{ uri: 'file:///w/logo.bin', path: 'logo.bin' }]);
+  await fast;
+  answers.get('lo')?.([{ uri: 'file:///w/lo.ts', path: 'lo.ts' }]);
+  await slow;
+  assert.deepEqual(
+    posted.flatMap((m) => (m.type === 'fileMatches' ? [m.query] : [])),
+    ['log'],
+  );
 });

@@ -43,7 +43,7 @@ test('an empty configuration gives the documented defaults', () => {
     preset: 'auto',
     presetExplicit: false,
     completions: { enabled: true, disabledLanguages: ['plaintext', 'markdown', 'scminput'], multiline: 'auto', maxLines: 8, debounceMs: null },
-    chat: { maxTokens: 4096 },
+    chat: { maxTokens: 4096, maxContext: 32768 },
   });
 });
 
@@ -82,11 +82,17 @@ test('set values are read, trimmed and clamped', () => {
       'completions.maxLines': { global: 500 },
       'completions.debounceMs': { global: 99999.4 },
       'chat.maxTokens': { global: 700.4 },
+      'chat.maxContext': { global: 100 },
     }),
     true,
   );
   assert.equal(s.chat.maxTokens, 700);
-  assert.deepEqual(serverSection(s), { completions: { multiline: 'never', maxLines: 100 }, chat: { maxTokens: 700 } }, 'the completion shape and k3.chat.maxTokens reach the server');
+  assert.equal(s.chat.maxContext, 256, 'the chat context is at least 256 positions, as the server holds');
+  assert.deepEqual(
+    serverSection(s),
+    { completions: { multiline: 'never', maxLines: 100 }, chat: { maxTokens: 700, maxContext: 256 } },
+    'the completion shape, k3.chat.maxTokens and maxContext reach the server',
+  );
   assert.equal(readSettings(config({ 'chat.maxTokens': { global: 3 } }), true).chat.maxTokens, 16);
   assert.equal(s.modelPath, '/models/k3');
   assert.equal(s.preset, 'laptop');

@@ -72,16 +72,19 @@ test('llama-server row "context": meta.n_ctx bounds the completion layout, so a 
 });
 
 test('llama-server row "overflow": exceed_context_size_error is context-full, with the server\'s words in the message and the log', T, async () => {
-  const fake = await startLlamaServer({ nCtx: 300 });
+  // Without the model's tokenizer the language server estimates a turn at 4 bytes a token and
+  // refuses one that cannot fit before sending it (docs/PROMPTS.md); this one fits that
+  // estimate, and the server, counting more tokens, refuses it.
+  const fake = await startLlamaServer({ nCtx: 1000 });
   await withLanguageServer(
     remoteInit(fake.base),
     async (ls) => {
       await ls.waitForStatus((x) => x.phase === 'ready');
-      const e = await failure(ls.connection.sendRequest(ChatSendRequest.type, { message: 'x'.repeat(3000), maxTokens: 8 }));
+      const e = await failure(ls.connection.sendRequest(ChatSendRequest.type, { message: 'x'.repeat(3200), maxTokens: 8 }));
       assert.equal(e.code, K3ErrorCodes.ContextFull);
       assert.equal(e.data?.kind, 'context-full');
-      assert.match(e.message, /exceeds the available context size \(300 tokens\)/);
-      await ls.waitFor(ls.logs, (l) => /remote backend: .*request \(\d+ tokens\) exceeds the available context size \(300 tokens\)/.test(l));
+      assert.match(e.message, /exceeds the available context size \(1000 tokens\)/);
+      await ls.waitFor(ls.logs, (l) => /remote backend: .*request \(\d+ tokens\) exceeds the available context size \(1000 tokens\)/.test(l));
       assert.equal((await ls.connection.sendRequest(StatusRequest.type)).phase, 'ready', 'an overflow leaves the server usable');
     },
     fake,

@@ -36,10 +36,12 @@ test('SGLang row "context" and "overflow": max_model_len is the context; both of
       const s = await ls.waitForStatus((x) => x.phase === 'ready');
       assert.equal(s.remote?.server, 'sglang');
       assert.equal(s.remote?.contextTokens, 1000);
-      const longer = await failure(ls.connection.sendRequest(ChatSendRequest.type, { message: 'z'.repeat(4000), maxTokens: 8 }));
+      // Fits the language server's estimate of 4 bytes a token (a turn past it is refused
+      // before it is sent); the server counts more and refuses it.
+      const longer = await failure(ls.connection.sendRequest(ChatSendRequest.type, { message: 'z'.repeat(3200), maxTokens: 8 }));
       assert.equal(longer.code, K3ErrorCodes.ContextFull);
       assert.match(longer.message, /The input \(\d+ tokens\) is longer than the model's context length \(1000 tokens\)/);
-      const total = await failure(ls.connection.sendRequest(ChatSendRequest.type, { message: 'z'.repeat(2700), maxTokens: 500 }));
+      const total = await failure(ls.connection.sendRequest(ChatSendRequest.type, { message: 'z'.repeat(2400), maxTokens: 500 }));
       assert.equal(total.code, K3ErrorCodes.ContextFull);
       assert.match(total.message, /Requested token count exceeds the model's maximum context length of 1000 tokens/);
     },

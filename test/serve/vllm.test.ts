@@ -41,7 +41,9 @@ test('vLLM row "context" and "overflow": max_model_len is the context; "the mode
       const s = await ls.waitForStatus((x) => x.phase === 'ready');
       assert.equal(s.remote?.server, 'vllm');
       assert.equal(s.remote?.contextTokens, 1000);
-      const e = await failure(ls.connection.sendRequest(ChatSendRequest.type, { message: 'y'.repeat(4000), maxTokens: 8 }));
+      // Fits the language server's estimate of 4 bytes a token (a turn past it is refused
+      // before it is sent); the server counts more and refuses it.
+      const e = await failure(ls.connection.sendRequest(ChatSendRequest.type, { message: 'y'.repeat(3200), maxTokens: 8 }));
       assert.equal(e.code, K3ErrorCodes.ContextFull);
       assert.match(e.message, /the model's context length is only 1000 tokens/);
     },

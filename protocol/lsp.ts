@@ -64,6 +64,9 @@ export interface CompletionSettings {
   maxPromptTokens: number;
   /** Of which extra context from other documents (default 512). */
   maxContextTokens: number;
+  /** And of which, besides, snippets of other open documents that share the most identifiers
+   * with the lines above the cursor (default 384; 0: none; server/completion/snippets.ts). */
+  snippetTokens: number;
   /** Token healing where the backend supports it (default true; docs/PROMPTS.md). Off only
    * to measure what it does (npm run bench -- quality). */
   heal: boolean;
@@ -255,6 +258,10 @@ export interface CompletionStats {
   layout?: 'fim' | 'plain';
   /** The junk filter's verdict, when it acted (server/completion/filters.ts). */
   filtered?: { rule: string; action: 'cut' | 'dropped' };
+  /** Snippets the prompt carried (server/completion/snippets.ts), and the time spent finding
+   * them (a cached answer costs about nothing). */
+  snippets?: number;
+  contextMs?: number;
   prefillMs: number;
   generateMs: number;
   totalMs: number;

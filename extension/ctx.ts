@@ -7,13 +7,15 @@
 // (commands.ts) and main.ts reach everything through it; nothing else keeps extension state.
 import * as vscode from 'vscode';
 import { DidChangeConfigurationNotification, type LanguageClient } from 'vscode-languageclient/node';
-import type { ModelInfo, StatusResult } from '../protocol/lsp';
+import { ContextDefinitionsNotification, type ModelInfo, type StatusResult } from '../protocol/lsp';
 import { RemoteApiKey } from './apiKey';
 import { ServerChatBackend } from './chatBackend';
 import { CHAT_VIEW_ID, ChatViewProvider } from './chatView';
 import type { StorageLocation } from './client';
 import { CompletionPolicy } from './completions';
 import { CrashPolicy } from './crashPolicy';
+import { askedDocument, vscodeDefinitions } from './definitionSource';
+import { DefinitionGatherer, GATHER_WAIT_MS, waitAtMost } from './definitions';
 import { ClientLifecycle } from './lifecycle';
 import { Notices } from './notices';
 import { PresetSwitch } from './presetSwitch';
@@ -33,6 +35,10 @@ export class Ctx {
   readonly apiKey: RemoteApiKey;
   private readonly chatBackend: ServerChatBackend;
   private readonly notices = new Notices();
+  /** The definitions near the cursor, sent before each completion request (definitions.ts). */
+  private readonly definitions = new DefinitionGatherer(vscodeDefinitions(), (p) => {
+    if (this.client?.isRunning()) this.client.sendNotification(ContextDefinitionsNotification.type, p).catch(() => undefined);
+  });
   private readonly loadNotice: LoadNotification;
   private readonly crashes: CrashPolicy;
   settings: Settings;
@@ -65,6 +71,8 @@ export class Ctx {
       settings: () => this.settings.completions,
       thinking: (active) => this.statusBar.thinking(active),
       now: () => Date.now(),
+      context: (document, position, token) =>
+        waitAtMost(this.definitions.gather(askedDocument(document), position, () => token.isCancellationRequested), GATHER_WAIT_MS),
     });
     this.chatBackend = new ServerChatBackend(() => ({
       engine: this.engine,

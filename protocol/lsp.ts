@@ -348,6 +348,33 @@ export namespace DidChangeStatusNotification {
   export const type = new NotificationType<StatusResult>(method);
 }
 
+/** One definition the editor's language features found for an identifier near the cursor. */
+export interface ContextDefinition {
+  /** The document that holds it (another than the cursor's). */
+  uri: string;
+  languageId: string;
+  /** Its first line (0-based) and the lines from there (the signature and what follows). */
+  line: number;
+  text: string;
+}
+
+export interface ContextDefinitionsParams {
+  /** The document the cursor is in, and its version when they were gathered. */
+  uri: string;
+  version: number;
+  definitions: ContextDefinition[];
+}
+
+/** `k3/context/definitions` (client -> server): the definitions of the identifiers near the
+ * cursor, gathered by the extension (vscode.executeDefinitionProvider) before it asks for a
+ * completion; the server lays them out with the snippets (docs/PROMPTS.md, "Snippets the
+ * cursor uses"). Sent only when they changed; a gathering cancelled with its request sends
+ * nothing. */
+export namespace ContextDefinitionsNotification {
+  export const method = 'k3/context/definitions' as const;
+  export const type = new NotificationType<ContextDefinitionsParams>(method);
+}
+
 /** `k3/didReportProblem` (server -> client): a problem handled without failing a request. */
 export namespace DidReportProblemNotification {
   export const method = 'k3/didReportProblem' as const;

@@ -17,6 +17,7 @@ import { invalidRequest, toResponseError } from './errors';
 import {
   ChatSendRequest,
   ChatStopRequest,
+  ContextDefinitionsNotification,
   ConversationClearRequest,
   ConversationGetRequest,
   ConversationListRequest,
@@ -163,6 +164,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
   // params.workDoneToken before any handler runs, so `"params": null` became an internal
   // error instead of InvalidParams.
   connection.onRequest(InlineCompletionRequest.type, answer((params, token) => ctx.completions.provide(params, token)));
+  connection.onNotification(ContextDefinitionsNotification.type, (params) => ctx.completions.definitions(params));
 
   connection.onRequest(StatusRequest.type, () => ctx.status.snapshot());
 

@@ -15,14 +15,14 @@ import type { CancellationToken, InlineCompletionList, InlineCompletionParams } 
 import type { Documents } from '../documents';
 import type { EngineHost } from '../engine/host';
 import { Cancelled, engineFailure, invalidRequest } from '../errors';
-import type { CompletionSettings, CompletionStats, ServerSettings } from '../../protocol/lsp';
+import type { CompletionSettings, CompletionStats, ContextDefinition, ServerSettings } from '../../protocol/lsp';
 import type { RemoteBackend } from '../remote/backend';
 import { Job, type Scheduler } from '../scheduler';
 import type { StatusReporter } from '../status';
 import { type CompletionBackend, localCompletionBackend } from './backend';
 import { CompletionCache } from './cache';
 import type { ContextRing } from './context';
-import { layoutPrompt, splitLines } from './layout';
+import { type ContextChunk, layoutPrompt, splitLines } from './layout';
 import { maxLineLength, nonAsciiShare } from './filters';
 import { postprocess, type PostprocessInput, type PostprocessResult } from './postprocess';
 import { mergeClosers } from './range';
@@ -31,6 +31,9 @@ import { SnippetIndex } from './snippetIndex';
 /** A file whose nearby text has fewer characters outside ASCII than this is "ASCII": a
  * completion made mostly of others there is not code (filters.ts, non-code). */
 const ASCII_FILE_SHARE = 0.02;
+
+/** Documents whose definitions from the editor are kept. */
+const DEFINITION_DOCUMENTS = 16;
 
 /** Longest a completion waits for a model that is loading before it answers nothing. */
 export const LOAD_WAIT_MS = 60_000;
@@ -65,9 +68,30 @@ export class CompletionService {
   private seq = 0;
   readonly cache = new CompletionCache();
   private readonly snippetIndex: SnippetIndex;
+  /** The latest definitions the editor sent per document (k3/context/definitions). */
+  private readonly definitionsOf = new Map<string, ContextChunk[]>();
 
   constructor(private readonly ctx: CompletionServiceHost) {
     this.snippetIndex = new SnippetIndex(() => ctx.documents.all(), (uri) => ctx.ring.displayPath(uri));
+  }
+
+  /** k3/context/definitions: the definitions near the cursor in `uri`, kept for its next
+   * completions (the latest DEFINITION_DOCUMENTS documents). Malformed params are refused
+   * with a log line: the shape is the protocol's, nothing is guessed. */
+  definitions(params: unknown): void {
+    const p = params as { uri?: unknown; definitions?: unknown } | null;
+    const ok = (d: unknown): d is ContextDefinition => {
+      const x = d as Record<string, unknown> | null;
+      return !!x && typeof x.uri === 'string' && typeof x.languageId === 'string' && typeof x.text === 'string' && Number.isInteger(x.line);
+    };
+    if (typeof p?.uri !== 'string' || !Array.isArray(p.definitions) || !p.definitions.every(ok)) {
+      this.ctx.log('k3/context/definitions refused: it needs { uri, version, definitions: [{ uri, languageId, line, text }] }');
+      return;
+    }
+    const chunks = p.definitions.map((d) => ({ key: `definition:${d.uri}#${d.line}`, path: this.ctx.ring.displayPath(d.uri), languageId: d.languageId, text: d.text }));
+    this.definitionsOf.delete(p.uri);
+    this.definitionsOf.set(p.uri, chunks);
+    for (const uri of this.definitionsOf.keys()) if (this.definitionsOf.size > DEFINITION_DOCUMENTS) this.definitionsOf.delete(uri);
   }
 
   /** Stops the request in flight (settings changed, model replaced). */
@@ -107,6 +131,7 @@ export class CompletionService {
       budget: settings.snippetTokens,
       tokens: (text) => backend.encoder.encode(text, false).length,
       now: t0,
+      definitions: this.definitionsOf.get(uri),
     });
     // Synchronous and cached (milliseconds on a first ranking, nothing after): a cancel finds
     // the request in the engine, which stops within a forward pass.
@@ -127,7 +152,7 @@ export class CompletionService {
       heal: backend.heals && settings.heal,
       fim: settings.fim ? backend.fim : undefined,
     });
-    const snippetCount = layout.chunkKeys.filter((k) => k.startsWith('snippet:')).length;
+    const snippetCount = layout.chunkKeys.filter((k) => k.startsWith('snippet:') || k.startsWith('definition:')).length;
     const fileLines = splitLines(layout.fileText);
     const ppInput: PostprocessInput = {
       linePrefix: layout.linePrefix,

@@ -4,7 +4,9 @@
 // moments: another target document, another document's new version, the cursor more than
 // MOVE_LINES lines from where it was ranked, or REFRESH_IDLE_MS without a request. So Enter
 // keeps the snippets, and the checkpoint after the previous prompt still extends to the new
-// one. It reads documents; ranking and budgets are snippets.ts's.
+// one. Definitions the editor found (k3/context/definitions) come first, before the ranked
+// windows, within the same budget, and are taken at the same quiet moments. It reads
+// documents; ranking and budgets are snippets.ts's.
 import { REFRESH_IDLE_MS } from './context';
 import type { ContextChunk } from './layout';
 import { fitSnippets, QUERY_LINES, queryOf, rankSnippets, type SnippetSource, type Window, windowsOf } from './snippets';
@@ -28,6 +30,8 @@ export interface SnippetRequest {
   budget: number;
   tokens(text: string): number;
   now: number;
+  /** Definitions of the identifiers near the cursor, from the editor (best first). */
+  definitions?: readonly ContextChunk[];
 }
 
 export class SnippetIndex {
@@ -58,7 +62,8 @@ export class SnippetIndex {
     }
     for (const uri of this.windows.keys()) if (!others.some((d) => d.uri === uri)) this.windows.delete(uri);
     const sources: SnippetSource[] = others.map((d) => ({ uri: d.uri, path: this.displayPath(d.uri), languageId: d.languageId, windows: this.windowsOf(d) }));
-    const chunks = fitSnippets(rankSnippets(queryOf(req.textAbove), sources), req.budget, req.tokens);
+    const defs = (req.definitions ?? []).map((chunk) => ({ chunk, score: Number.POSITIVE_INFINITY }));
+    const chunks = fitSnippets([...defs, ...rankSnippets(queryOf(req.textAbove), sources)], req.budget, req.tokens);
     this.last = { target: req.target, line: req.line, at: req.now, versions, budget: req.budget, chunks };
     return chunks;
   }

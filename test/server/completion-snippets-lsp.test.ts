@@ -9,7 +9,7 @@ import { CancellationTokenSource, LSPErrorCodes, ResponseError } from 'vscode-la
 import { layoutPrompt } from '../../server/completion/layout';
 import { WINDOW_LINES } from '../../server/completion/snippets';
 import { Tokenizer } from '../../server/engine/tokenizer';
-import { type StatusResult, StatusRequest } from '../../protocol/lsp';
+import { ContextDefinitionsNotification, type StatusResult, StatusRequest } from '../../protocol/lsp';
 import { ensureFixture } from '../support/fixtures';
 import { type ServerHandle, startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';
 import { addonFile } from '../support/paths';
@@ -106,3 +106,32 @@ test('a request that carries snippets is cancelled with it: the engine stops wit
   assert.ok((s.lastCompletion?.snippets ?? 0) >= 1, 'dates.py and main.py share its identifiers');
   assert.ok((s.lastCompletion?.tokensAfterCancel ?? 99) <= 9, `${s.lastCompletion?.tokensAfterCancel} tokens after the cancel`);
 });
+
+test('definitions the editor sends (k3/context/definitions) are laid out with the snippets; malformed ones are refused', { timeout: TEST_TIMEOUT_MS }, async () => {
+  await server.connection.sendNotification('workspace/didChangeConfiguration', {
+    settings: { k3: { completions: { multiline: 'never', maxTokens: 8, filter: false } } },
+  });
+  await server.connection.sendNotification(ContextDefinitionsNotification.type, { uri: 'file:///w/use.py', version: 1, definitions: [{ uri: 'file:///w/lib/shapes.py', languageId: 'python', line: 10 } as never] });
+  assert.ok(await waitForLog(/k3\/context\/definitions refused/), 'a definition without its text is refused');
+  // shapes.py is not open in the server: a snippet of it can only come from the editor.
+  const definition = 'def area_of(shape):\n    return shape.width * shape.height';
+  await server.connection.sendNotification(ContextDefinitionsNotification.type, { uri: 'file:///w/use.py', version: 1, definitions: [{ uri: 'file:///w/lib/shapes.py', languageId: 'python', line: 10, text: definition }] });
+  const text = 'total = area_of(shape_x)\nvalue = ';
+  await server.open('file:///w/use.py', 'python', text);
+  await server.complete('file:///w/use.py', 1, 'value = '.length);
+  const s = (await status()).lastCompletion;
+  assert.equal(s?.snippets, 1);
+  await server.open('file:///w/use2.py', 'python', text);
+  await server.complete('file:///w/use2.py', 1, 'value = '.length);
+  const without = (await status()).lastCompletion;
+  // No definitions were sent for use2.py, and use.py's window is already the ring's chunk of it.
+  assert.equal(without?.snippets, 0);
+});
+
+/** Resolves true when a log line matches (the server's logs arrive as notifications). */
+async function waitForLog(re: RegExp): Promise<boolean> {
+  // A request after the notification: the server handles messages in order, so its log line
+  // has been sent before the answer.
+  await status();
+  return server.logs.some((l) => re.test(l));
+}

@@ -24,6 +24,8 @@
 //   --configs a,b which configurations (default plain,healed,default; also nofim, nosnippets)
 //   --sets a,b    which sets (default held-out,project,repo)
 //   --max-prompt N  completions.maxPromptTokens (default: the server's, 2048)
+//   --snippet-tokens N  completions.snippetTokens where a configuration has snippets
+//                   (default: the server's, 384)
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -44,6 +46,7 @@ function option(name: string, fallback: string): string {
 const MODEL = path.resolve(option('model', path.join(repoRoot, 'media/models/k3-mini')));
 const CASES = Number(option('cases', '40'));
 const MAX_PROMPT = Number(option('max-prompt', '0')); // 0: the server's default
+const SNIPPET_TOKENS = Number(option('snippet-tokens', '0')); // 0: the server's default
 const CONFIGS: Record<string, { heal: boolean; filter: boolean; fim: boolean; snippetTokens?: number }> = {
   plain: { heal: false, filter: false, fim: false, snippetTokens: 0 },
   healed: { heal: true, filter: false, fim: false, snippetTokens: 0 },
@@ -230,6 +233,11 @@ interface Result {
   filtered?: string;
   snippets: number;
   contextMs: number;
+  /** Where the time went: prompt tokens read, and the engine's prefill and generation. */
+  prefilled: number;
+  prefillMs: number;
+  generated: number;
+  generateMs: number;
 }
 
 async function complete(server: ServerHandle, c: Case, n: number): Promise<Result> {
@@ -250,7 +258,15 @@ async function complete(server: ServerHandle, c: Case, n: number): Promise<Resul
     filtered: f ? `${f.rule} ${f.action}` : undefined,
     snippets: s.lastCompletion?.snippets ?? 0,
     contextMs: s.lastCompletion?.contextMs ?? 0,
+    prefilled: s.lastCompletion?.prefilledTokens ?? 0,
+    prefillMs: s.lastCompletion?.prefillMs ?? 0,
+    generated: s.lastCompletion?.generatedTokens ?? 0,
+    generateMs: s.lastCompletion?.generateMs ?? 0,
   };
+}
+
+function mean(xs: number[]): number {
+  return xs.reduce((a, x) => a + x, 0) / Math.max(1, xs.length);
 }
 
 function percentile(xs: number[], p: number): number {
@@ -275,6 +291,11 @@ interface Row {
   snippets: number;
   context_p50_ms: number;
   context_p90_ms: number;
+  /** Means per case: tokens prefilled, prefill ms, tokens generated, generation ms. */
+  mean_prefilled: number;
+  mean_prefill_ms: number;
+  mean_generated: number;
+  mean_generate_ms: number;
   /** Block cases: characters of the real bodies a user would not type, of all of them. */
   chars_saved?: number;
   chars_total?: number;
@@ -296,7 +317,12 @@ async function run(): Promise<void> {
     // Every case but a block case is scored against the rest of one real line: one-line
     // completions; block cases get the extension's default, multi-line auto.
     const serverFor = async (multiline: 'never' | 'auto'): Promise<ServerHandle> => {
-      const completions = { ...CONFIGS[config], multiline, ...(MAX_PROMPT ? { maxPromptTokens: MAX_PROMPT } : {}) };
+      const completions = {
+        ...(SNIPPET_TOKENS ? { snippetTokens: SNIPPET_TOKENS } : {}),
+        ...CONFIGS[config],
+        multiline,
+        ...(MAX_PROMPT ? { maxPromptTokens: MAX_PROMPT } : {}),
+      };
       const s = await startServer({ modelPath: MODEL, settings: { engine: { threads: 1 }, completions } });
       await waitReady(s);
       return s;
@@ -332,6 +358,10 @@ async function run(): Promise<void> {
         snippets: results.reduce((a, r) => a + r.snippets, 0) / Math.max(1, results.length),
         context_p50_ms: percentile(results.map((r) => r.contextMs), 0.5),
         context_p90_ms: percentile(results.map((r) => r.contextMs), 0.9),
+        mean_prefilled: mean(results.map((r) => r.prefilled)),
+        mean_prefill_ms: mean(results.map((r) => r.prefillMs)),
+        mean_generated: mean(results.map((r) => r.generated)),
+        mean_generate_ms: mean(results.map((r) => r.generateMs)),
         ...(set.cases.some((c) => c.block)
           ? {
               chars_saved: results.reduce((a, r, i) => a + charactersSaved(r.shown, set.cases[i].target), 0),
@@ -355,6 +385,12 @@ async function run(): Promise<void> {
     console.log(
       `| ${r.set} | ${r.config} | ${r.cases} | ${r.exact} (${((100 * r.exact) / r.cases).toFixed(1)} %) | ${(100 * r.edit_similarity).toFixed(1)} % | ${r.empty} | ${r.leading_whitespace} | ${r.loops_shown} | ${r.long_lines_shown} | ${f} | ${r.p50_ms} | ${r.p90_ms} | ${r.snippets.toFixed(2)} | ${r.context_p50_ms.toFixed(2)} / ${r.context_p90_ms.toFixed(2)} | ${saved} |`,
     );
+  }
+  console.log('\nWhere the time went (means per case):\n');
+  console.log('| set | configuration | tokens prefilled | prefill ms | tokens generated | generation ms |');
+  console.log('|---|---|---|---|---|---|');
+  for (const r of rows) {
+    console.log(`| ${r.set} | ${r.config} | ${r.mean_prefilled.toFixed(0)} | ${r.mean_prefill_ms.toFixed(0)} | ${r.mean_generated.toFixed(1)} | ${r.mean_generate_ms.toFixed(0)} |`);
   }
   console.log('\nBy cursor, both sets together:\n');
   console.log('| configuration | cursor | cases | exact lines | edit similarity |');

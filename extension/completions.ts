@@ -20,6 +20,9 @@ export interface CompletionHost {
   /** Called with true when a request goes to the engine, false when it comes back. */
   thinking(active: boolean): void;
   now(): number;
+  /** Gathers and sends the context the cursor uses (definitions.ts) before the request;
+   * stops early when the token is cancelled. */
+  context?(document: vscode.TextDocument, position: vscode.Position, token: vscode.CancellationToken): Promise<void>;
 }
 
 type Result = vscode.InlineCompletionItem[] | vscode.InlineCompletionList | null | undefined;
@@ -75,6 +78,9 @@ export class CompletionPolicy {
     const request = this.latest.begin(token);
     try {
       if (!invoked && !(await cancellableWait(this.debounce.delay(settings.debounceMs), request.token))) return null;
+      // A provider that fails leaves the server its own context (ring and snippets).
+      await this.host.context?.(document, position, request.token as vscode.CancellationToken).catch(() => undefined);
+      if (request.token.isCancellationRequested) return null;
       this.host.thinking(true);
       let result: Result;
       try {

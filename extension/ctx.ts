@@ -8,7 +8,7 @@
 // nothing else keeps extension state.
 import * as vscode from 'vscode';
 import { DidChangeConfigurationNotification, type LanguageClient } from 'vscode-languageclient/node';
-import type { ModelInfo, StatusResult } from '../protocol/lsp';
+import { ContextDefinitionsNotification, type ModelInfo, type StatusResult } from '../protocol/lsp';
 import type { ChatActionView } from '../protocol/webview';
 import { RemoteApiKey } from './apiKey';
 import { ServerChatBackend } from './chatBackend';
@@ -16,6 +16,8 @@ import { CHAT_VIEW_ID, ChatViewProvider } from './chatView';
 import type { StorageLocation } from './client';
 import { CompletionPolicy } from './completions';
 import { CrashPolicy } from './crashPolicy';
+import { askedDocument, vscodeDefinitions } from './definitionSource';
+import { DefinitionGatherer, GATHER_WAIT_MS, waitAtMost } from './definitions';
 import { InlineEdits } from './edit/inlineEdit';
 import { ClientLifecycle } from './lifecycle';
 import { Notices } from './notices';
@@ -52,6 +54,10 @@ export class Ctx {
   readonly edits: InlineEdits;
   private readonly chatBackend: ServerChatBackend;
   private readonly notices = new Notices();
+  /** The definitions near the cursor, sent before each completion request (definitions.ts). */
+  private readonly definitions = new DefinitionGatherer(vscodeDefinitions(), (p) => {
+    if (this.client?.isRunning()) this.client.sendNotification(ContextDefinitionsNotification.type, p).catch(() => undefined);
+  });
   private readonly loadNotice: LoadNotification;
   private readonly crashes: CrashPolicy;
   settings: Settings;
@@ -90,6 +96,8 @@ export class Ctx {
       settings: () => this.settings.completions,
       thinking: (active) => this.statusBar.thinking(active),
       now: () => Date.now(),
+      context: (document, position, token) =>
+        waitAtMost(this.definitions.gather(askedDocument(document), position, () => token.isCancellationRequested), GATHER_WAIT_MS),
     });
     this.chatBackend = new ServerChatBackend(() => ({
       engine: this.chatEngine,

@@ -83,6 +83,9 @@ export interface CompletionSettings {
   maxPromptTokens: number;
   /** Of which extra context from other documents (default 512). */
   maxContextTokens: number;
+  /** And of which, besides, snippets of other open documents that share the most identifiers
+   * with the lines above the cursor (default 192; 0: none; server/completion/snippets.ts). */
+  snippetTokens: number;
   /** Token healing where the backend supports it (default true; docs/PROMPTS.md). Off only
    * to measure what it does (npm run bench -- quality). */
   heal: boolean;
@@ -277,6 +280,10 @@ export interface CompletionStats {
   layout?: 'fim' | 'plain';
   /** The junk filter's verdict, when it acted (server/completion/filters.ts). */
   filtered?: { rule: string; action: 'cut' | 'dropped' };
+  /** Snippets the prompt carried (server/completion/snippets.ts), and the time spent finding
+   * them (a cached answer costs about nothing). */
+  snippets?: number;
+  contextMs?: number;
   prefillMs: number;
   generateMs: number;
   totalMs: number;
@@ -383,6 +390,33 @@ export namespace StatusRequest {
 export namespace DidChangeStatusNotification {
   export const method = 'k3/didChangeStatus' as const;
   export const type = new NotificationType<StatusResult>(method);
+}
+
+/** One definition the editor's language features found for an identifier near the cursor. */
+export interface ContextDefinition {
+  /** The document that holds it (another than the cursor's). */
+  uri: string;
+  languageId: string;
+  /** Its first line (0-based) and the lines from there (the signature and what follows). */
+  line: number;
+  text: string;
+}
+
+export interface ContextDefinitionsParams {
+  /** The document the cursor is in, and its version when they were gathered. */
+  uri: string;
+  version: number;
+  definitions: ContextDefinition[];
+}
+
+/** `k3/context/definitions` (client -> server): the definitions of the identifiers near the
+ * cursor, gathered by the extension (vscode.executeDefinitionProvider) before it asks for a
+ * completion; the server lays them out with the snippets (docs/PROMPTS.md, "Snippets the
+ * cursor uses"). Sent only when they changed; a gathering cancelled with its request sends
+ * nothing. */
+export namespace ContextDefinitionsNotification {
+  export const method = 'k3/context/definitions' as const;
+  export const type = new NotificationType<ContextDefinitionsParams>(method);
 }
 
 /** `k3/didReportProblem` (server -> client): a problem handled without failing a request. */

@@ -18,6 +18,7 @@ import {
   ChatBudgetRequest,
   ChatSendRequest,
   ChatStopRequest,
+  ContextDefinitionsNotification,
   ConversationClearRequest,
   ConversationGetRequest,
   ConversationListRequest,
@@ -165,6 +166,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
   // params.workDoneToken before any handler runs, so `"params": null` became an internal
   // error instead of InvalidParams.
   connection.onRequest(InlineCompletionRequest.type, answer((params, token) => ctx.completions.provide(params, token)));
+  connection.onNotification(ContextDefinitionsNotification.type, (params) => ctx.completions.definitions(params));
 
   connection.onRequest(StatusRequest.type, () => ctx.status.snapshot());
 

@@ -247,7 +247,7 @@ export class InlineEdits implements vscode.CodeLensProvider, vscode.Disposable {
     const { view, cannotChat } = this.deps.availability();
     if (view.canSend && !cannotChat) return true;
     const sentence = cannotChat
-      ? `${cannotChat} is a code-completion model, not trained for chat: it cannot follow an edit instruction. Inline edit needs a Kimi K3 model folder or a remote K3 server.`
+      ? `${cannotChat} is a code-completion model, not trained for chat: it cannot follow an edit instruction. Inline edit needs a chat model: a Kimi K3 model folder or a remote K3 server.`
       : view.notice || 'The engine cannot answer now.';
     const titles = view.actions.map((a) => a.title);
     void vscode.window.showWarningMessage(`K3: ${sentence}`, ...titles).then((pick) => {

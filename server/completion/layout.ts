@@ -3,7 +3,8 @@
 // ordered stable parts first (a model whose tokenizer names FIM tokens, as k3-mini v2's
 // does, gets the text after the cursor as a FIM suffix block after part 1):
 //   1. extra context: chunks of other documents, each "<comment> <path>\n<text>\n\n", oldest
-//      first (they change rarely, so their checkpoint survives most keystrokes);
+//      first (they change rarely, so their checkpoint survives most keystrokes), then the
+//      snippets the cursor uses (snippets.ts: they change when the lines above do);
 //   2. the current file: "<comment> <path>\n" and its lines above the cursor's line, from a
 //      window start that moves only in steps of WINDOW_STEP lines;
 //   3. the cursor's line up to the cursor.
@@ -40,6 +41,9 @@ export interface LayoutInput {
   /** Cursor offset in text (UTF-16 units). */
   offset: number;
   chunks: readonly ContextChunk[];
+  /** Snippets the cursor uses (snippets.ts), already fitted to their own budget; they follow
+   * the chunks, which change less often. */
+  snippets?: readonly ContextChunk[];
   maxPromptTokens: number;
   maxContextTokens: number;
   /** Back the cursor's line off to its last piece for token healing (a backend that heals
@@ -51,7 +55,7 @@ export interface LayoutInput {
 
 export interface Layout {
   ids: number[];
-  /** Tokens of part 1 (extra context). */
+  /** Tokens of part 1 (extra context: the ring's chunks and the snippets). */
   contextEnd: number;
   /** Tokens up to the end of the FIM suffix block (contextEnd in the plain layout). */
   suffixEnd: number;
@@ -59,7 +63,7 @@ export interface Layout {
   fim: boolean;
   /** Tokens of parts 1 and 2: everything before the cursor's line. */
   stableEnd: number;
-  /** Keys of the chunks that fit. */
+  /** Keys of the chunks that fit, then of the snippets. */
   chunkKeys: string[];
   /** The text of part 2, for cache keys. */
   fileText: string;
@@ -178,6 +182,17 @@ export function layoutPrompt(enc: Encoder, input: LayoutInput): Layout {
     chunkKeys.push(c.key);
   }
   ids.push(...chunkIds);
+  // 1, continued: the snippets, each encoded alone (their budget was kept by fitSnippets). A
+  // snippet is left out when its text is already in a ring chunk. No checkpoint between the
+  // two: the snippets change when the lines above the cursor do, and then part 2, which is
+  // larger than the ring, is read again anyway.
+  for (const c of input.snippets ?? []) {
+    if (input.chunks.some((r) => chunkKeys.includes(r.key) && r.text.includes(c.text))) continue;
+    const t = enc.encode(chunkText(c), false);
+    chunkIds.push(...t);
+    ids.push(...t);
+    chunkKeys.push(c.key);
+  }
   const contextEnd = ids.length;
 
   // 1b. Fill in the middle: the text after the cursor comes before the file (the SPM order

@@ -6,28 +6,34 @@
 // A new request cancels the previous one (cancel-previous); $/cancelRequest cancels in the
 // engine. A request that arrives while the model loads waits for the load (at most
 // LOAD_WAIT_MS, cancellable, superseded by a newer request) instead of answering nothing,
-// so the first keystrokes after a window opens are not wasted. Each request's numbers
-// (reused, prefilled, generated tokens) go to the status.
+// so the first keystrokes after a window opens are not wasted. The prompt carries snippets
+// of the other open documents that share the most identifiers with the lines above the
+// cursor (snippets.ts, snippetIndex.ts). Each request's numbers (reused, prefilled,
+// generated tokens, snippets and their cost) go to the status.
 import * as crypto from 'node:crypto';
 import type { CancellationToken, InlineCompletionList, InlineCompletionParams } from 'vscode-languageserver';
 import type { Documents } from '../documents';
 import type { EngineHost } from '../engine/host';
 import { Cancelled, engineFailure, invalidRequest } from '../errors';
-import type { CompletionSettings, CompletionStats, ServerSettings } from '../../protocol/lsp';
+import type { CompletionSettings, CompletionStats, ContextDefinition, ServerSettings } from '../../protocol/lsp';
 import type { RemoteBackend } from '../remote/backend';
 import { Job, type Scheduler } from '../scheduler';
 import type { StatusReporter } from '../status';
 import { type CompletionBackend, localCompletionBackend } from './backend';
 import { CompletionCache } from './cache';
 import type { ContextRing } from './context';
-import { layoutPrompt, splitLines } from './layout';
+import { type ContextChunk, layoutPrompt, splitLines } from './layout';
 import { maxLineLength, nonAsciiShare } from './filters';
 import { postprocess, type PostprocessInput, type PostprocessResult } from './postprocess';
 import { mergeClosers } from './range';
+import { SnippetIndex } from './snippetIndex';
 
 /** A file whose nearby text has fewer characters outside ASCII than this is "ASCII": a
  * completion made mostly of others there is not code (filters.ts, non-code). */
 const ASCII_FILE_SHARE = 0.02;
+
+/** Documents whose definitions from the editor are kept. */
+const DEFINITION_DOCUMENTS = 16;
 
 /** Longest a completion waits for a model that is loading before it answers nothing. */
 export const LOAD_WAIT_MS = 60_000;
@@ -45,7 +51,7 @@ export function completionContext(settings: CompletionSettings): number {
  * Read on every request: the settings, the backend and the loaded model change. */
 export interface CompletionServiceHost {
   readonly settings: ServerSettings;
-  readonly documents: Pick<Documents, 'get'>;
+  readonly documents: Pick<Documents, 'get' | 'all'>;
   readonly ring: Pick<ContextRing, 'snapshot' | 'displayPath' | 'id'>;
   readonly scheduler: Pick<Scheduler, 'run'>;
   readonly host: Pick<EngineHost, 'phase' | 'loaded' | 'whenLoadEnds'>;
@@ -62,8 +68,32 @@ export class CompletionService {
   /** Counts requests: a request still waiting for the load when a newer one came is superseded. */
   private seq = 0;
   readonly cache = new CompletionCache();
+  private readonly snippetIndex: SnippetIndex;
+  /** The latest definitions the editor sent per document (k3/context/definitions). */
+  private readonly definitionsOf = new Map<string, ContextChunk[]>();
 
-  constructor(private readonly ctx: CompletionServiceHost) {}
+  constructor(private readonly ctx: CompletionServiceHost) {
+    this.snippetIndex = new SnippetIndex(() => ctx.documents.all(), (uri) => ctx.ring.displayPath(uri));
+  }
+
+  /** k3/context/definitions: the definitions near the cursor in `uri`, kept for its next
+   * completions (the latest DEFINITION_DOCUMENTS documents). Malformed params are refused
+   * with a log line: the shape is the protocol's, nothing is guessed. */
+  definitions(params: unknown): void {
+    const p = params as { uri?: unknown; definitions?: unknown } | null;
+    const ok = (d: unknown): d is ContextDefinition => {
+      const x = d as Record<string, unknown> | null;
+      return !!x && typeof x.uri === 'string' && typeof x.languageId === 'string' && typeof x.text === 'string' && Number.isInteger(x.line);
+    };
+    if (typeof p?.uri !== 'string' || !Array.isArray(p.definitions) || !p.definitions.every(ok)) {
+      this.ctx.log('k3/context/definitions refused: it needs { uri, version, definitions: [{ uri, languageId, line, text }] }');
+      return;
+    }
+    const chunks = p.definitions.map((d) => ({ key: `definition:${d.uri}#${d.line}`, path: this.ctx.ring.displayPath(d.uri), languageId: d.languageId, text: d.text }));
+    this.definitionsOf.delete(p.uri);
+    this.definitionsOf.set(p.uri, chunks);
+    for (const uri of this.definitionsOf.keys()) if (this.definitionsOf.size > DEFINITION_DOCUMENTS) this.definitionsOf.delete(uri);
+  }
 
   /** Stops the request in flight (settings changed, model replaced). */
   cancel(): void {
@@ -94,12 +124,26 @@ export class CompletionService {
     // A character past the end of its line means the end of the line (LSP 3.17, Position).
     const at = doc.positionAt(offset);
     const chunks = this.ctx.ring.snapshot(uri, t0);
+    const c0 = performance.now();
+    const snippets = this.snippetIndex.snippets({
+      target: uri,
+      line: at.line,
+      textAbove: doc.getText({ start: { line: 0, character: 0 }, end: { line: at.line, character: 0 } }),
+      budget: settings.snippetTokens,
+      tokens: (text) => backend.encoder.encode(text, false).length,
+      now: t0,
+      definitions: this.definitionsOf.get(uri),
+    });
+    // Synchronous and cached (milliseconds on a first ranking, nothing after): a cancel finds
+    // the request in the engine, which stops within a forward pass.
+    const contextMs = performance.now() - c0;
     const layout = layoutPrompt(backend.encoder, {
       path: this.ctx.ring.displayPath(uri),
       languageId: doc.languageId,
       text: doc.getText(),
       offset,
       chunks,
+      snippets,
       // The session was sized at load; a larger budget set since cannot use more.
       maxPromptTokens: Math.max(
         COMPLETION_MARGIN,
@@ -109,6 +153,7 @@ export class CompletionService {
       heal: backend.heals && settings.heal,
       fim: settings.fim ? backend.fim : undefined,
     });
+    const snippetCount = layout.chunkKeys.filter((k) => k.startsWith('snippet:') || k.startsWith('definition:')).length;
     const fileLines = splitLines(layout.fileText);
     const ppInput: PostprocessInput = {
       linePrefix: layout.linePrefix,
@@ -126,7 +171,7 @@ export class CompletionService {
     // entries remember, so a suggestion accepted in part serves its rest (cache.ts).
     const base = crypto
       .createHash('sha1')
-      .update(JSON.stringify([backend.fingerprint, layout.chunkKeys, this.ctx.ring.id, layout.lineSuffix, layout.nextLines, settings]))
+      .update(JSON.stringify([backend.fingerprint, layout.chunkKeys, snippets.map((s) => s.text), this.ctx.ring.id, layout.lineSuffix, layout.nextLines, settings]))
       .digest('hex');
     const before = layout.fileText + layout.linePrefix;
     // What is shown: the post-processed text, merged with closers after the cursor, at the
@@ -144,7 +189,7 @@ export class CompletionService {
       // Shaped when it was computed: the rest of a block accepted in part is still that block,
       // though the lines left would not open one where the cursor is now.
       const result: PostprocessResult = { text: cached, final: true };
-      this.record({ ...emptyStats('cache'), promptTokens: layout.ids.length, reusedTokens: layout.ids.length, totalMs: Date.now() - t0 });
+      this.record({ ...emptyStats('cache'), snippets: snippetCount, contextMs, promptTokens: layout.ids.length, reusedTokens: layout.ids.length, totalMs: Date.now() - t0 });
       const list = item(result);
       this.explain('cache', layout.heal, cached, result, list);
       return list;
@@ -158,6 +203,8 @@ export class CompletionService {
     stats.promptTokens = layout.ids.length;
     if (layout.heal) stats.healedText = layout.heal;
     stats.layout = layout.fim ? 'fim' : 'plain';
+    stats.snippets = snippetCount;
+    stats.contextMs = contextMs;
     let raw = '';
     try {
       const result = await this.ctx.scheduler.run(job, async () => {
@@ -245,6 +292,7 @@ export class CompletionService {
     this.ctx.log(
       `completion (${stats.source}, ${stats.outcome}): prompt ${stats.promptTokens} tokens, reused ${stats.reusedTokens}, ` +
         `prefilled ${stats.prefilledTokens}, generated ${stats.generatedTokens}` +
+        (stats.snippets ? `, ${stats.snippets} snippets found in ${(stats.contextMs ?? 0).toFixed(1)} ms` : '') +
         (stats.healedText ? `, healed ${Buffer.byteLength(stats.healedText)} bytes in ${stats.healedTokens ?? 0} tokens` : '') +
         ` (prefill ${stats.prefillMs} ms, generation ${stats.generateMs} ms)` +
         (stats.tokensAfterCancel !== undefined ? `, ${stats.tokensAfterCancel} after the cancel` : '') +

@@ -269,7 +269,7 @@ describe('inline edit with k3-mini, a code-completion model', () => {
     await s?.close();
   });
 
-  test('Ctrl+I says the model cannot chat and offers a K3 model folder or a remote server; nothing is asked', async () => {
+  test('Ctrl+I says the model cannot chat and offers the chat backend choice; nothing is asked', async () => {
     await step(s, 'k3-mini', async () => {
       await waitForStatus(s, /^K3: Ready/, 120_000);
       await openFile(s, 'fib.py');
@@ -278,9 +278,9 @@ describe('inline edit with k3-mini, a code-completion model', () => {
       const toast = s.page.locator('.notifications-toasts .notification-list-item', {
         hasText: 'k3-mini is a code-completion model, not trained for chat',
       });
-      await toast.filter({ hasText: 'it cannot follow an edit instruction. Inline edit needs a Kimi K3 model folder or a remote K3 server.' }).waitFor({ timeout: 60_000 });
-      await toast.locator('.monaco-button', { hasText: 'Choose a K3 Model Folder…' }).waitFor();
-      await toast.locator('.monaco-button', { hasText: 'Use a Remote K3 Server…' }).waitFor();
+      await toast.filter({ hasText: 'it cannot follow an edit instruction. Inline edit needs a chat model: a Kimi K3 model folder or a remote K3 server.' }).waitFor({ timeout: 60_000 });
+      await toast.locator('.monaco-button', { hasText: 'Choose Chat Backend…' }).waitFor();
+      await toast.locator('.monaco-button', { hasText: 'Choose Completion Backend…' }).waitFor();
       assert.equal(await s.page.locator('.quick-input-widget .quick-input-box input').isVisible(), false, 'no instruction was asked for');
       await s.screenshot('inline-edit-7-k3-mini');
     });

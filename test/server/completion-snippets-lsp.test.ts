@@ -23,8 +23,9 @@ let tok: Tokenizer;
 before(
   async () => {
     tok = Tokenizer.open(dir);
-    // Random weights write junk: the filter is off, the pipeline is what is checked.
-    server = await startServer({ modelPath: dir, settings: { engine: { threads: 1 }, completions: { multiline: 'never', maxTokens: 8, filter: false } } });
+    // Random weights write junk: the filter is off, the pipeline is what is checked. The
+    // snippet budget is the one these cases were laid out for (the default is 192).
+    server = await startServer({ modelPath: dir, settings: { engine: { threads: 1 }, completions: { multiline: 'never', maxTokens: 8, filter: false, snippetTokens: 384 } } });
     await waitReady(server);
   },
   { timeout: TEST_TIMEOUT_MS },
@@ -91,7 +92,7 @@ test('a keystroke and Enter keep the snippets, so the engine reads only what is 
 
 test('a request that carries snippets is cancelled with it: the engine stops within a forward pass', { timeout: TEST_TIMEOUT_MS }, async () => {
   await server.connection.sendNotification('workspace/didChangeConfiguration', {
-    settings: { k3: { completions: { multiline: 'always', maxLines: 100000, maxTokens: 4000, filter: false } } },
+    settings: { k3: { completions: { multiline: 'always', maxLines: 100000, maxTokens: 4000, filter: false, snippetTokens: 384 } } },
   });
   const uri = 'file:///w/long.py';
   await server.open(uri, 'python', 'from dates import parse_when\nwhen = parse_when(stamp, layout)\n');

@@ -3,7 +3,8 @@
  * a refusal carrying the HTTP status, the error code and a sentence naming the field and
  * the numbers), and writing the JSON of answers: error objects, usage, whole responses
  * and the chunks of a server-sent-event stream. It knows nothing of sockets, the queue or
- * the engine (cmd_serve.c holds those); the chat prompt is rendered by chat.c. */
+ * the engine (cmd_serve.c and serve_generate.c hold those); the chat prompt is rendered by
+ * chat.c. */
 #ifndef K3_OPENAI_H
 #define K3_OPENAI_H
 

@@ -5,7 +5,7 @@
 // about SLICE_MS each, so another lane waits at most about that long. A mirror of what the
 // session holds (its live sequence and the checkpoints taken) tells where to resume; the
 // engine decides what it actually reuses and reports it. `k3 serve` does the same in one
-// piece per request (prefill in native/tools/cmd_serve.c).
+// piece per request (prefill in native/tools/serve_checkpoints.c).
 import { Cancelled } from '../errors';
 import type { Job, Scheduler } from '../scheduler';
 import { EngineError, type GenerateStats, type Session } from './engine';

@@ -11,11 +11,10 @@
 // server's cache (no new model request), and Tab the rest.
 import assert from 'node:assert/strict';
 import * as path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { after, test } from 'node:test';
-import { startServer, waitReady } from '../support/lsp';
 import { startLlamaServer } from '../serve/fakes/llama-server';
-import { ghostLines, installedExtension, waitForGhost, outputLog, startSession, step, waitForFile, waitForLog, waitForStatus, type Session } from './harness';
+import { ghostLines, openFile, waitForGhost, outputLog, startSession, step, waitForFile, waitForLog, waitForStatus, type Session } from './harness';
+import { installedServerAnswer } from './installed-server';
 
 const CIRCLE = 'import math\n\n\ndef area(r):\n    return math.pi * r * r\n\n\n';
 const ADD = 'export function add(a: number, b: number): number {';
@@ -38,35 +37,15 @@ after(async () => {
   await s?.close();
 });
 
-/** What the installed extension's server answers for `text` with the cursor at (line,
- * character), its end by default, with the settings the extension sends by default. */
-async function serverAnswer(file: string, languageId: string, text: string, at?: { line: number; character: number }): Promise<string> {
-  const server = await startServer(
-    { modelPath: path.join(installedExtension(), 'media/models/k3-mini'), settings: { completions: { multiline: 'auto', maxLines: 8 } } },
-    { workspaceFolder: s.workspace, bundle: path.join(installedExtension(), 'dist/server.js') },
-  );
-  try {
-    await waitReady(server);
-    const uri = pathToFileURL(path.join(s.workspace, file)).href;
-    await server.open(uri, languageId, text);
-    const lines = text.split('\n');
-    const { line, character } = at ?? { line: lines.length - 1, character: lines[lines.length - 1].length };
-    const answer = await server.complete(uri, line, character);
-    assert.deepEqual(answer?.items[0]?.range?.start, answer?.items[0]?.range?.end, 'an insertion at the cursor');
-    assert.equal(answer?.items.length, 1, `the server offers one completion: ${JSON.stringify(answer)}`);
-    return String(answer!.items[0].insertText);
-  } finally {
-    await server.shutdown();
-  }
-}
 
-async function openFile(name: string): Promise<void> {
-  await s.page.keyboard.press('Control+P');
-  await s.page.locator('.quick-input-widget .quick-input-box input').fill(name);
-  await s.page.locator('.quick-input-list .monaco-list-row.focused', { hasText: name }).waitFor();
-  await s.page.keyboard.press('Enter');
-  await s.page.locator('.tab.active', { hasText: name }).waitFor();
-  await s.page.locator('.editor-instance .monaco-editor .view-lines').click();
+
+/** What the installed extension's server answers for `text` with the cursor at (line,
+ * character), its end by default: one insertion at the cursor. */
+async function serverAnswer(file: string, languageId: string, text: string, at?: { line: number; character: number }): Promise<string> {
+  const { items } = await installedServerAnswer(s.workspace, file, languageId, text, at);
+  assert.equal(items.length, 1, `the server offers one completion: ${JSON.stringify(items)}`);
+  assert.deepEqual(items[0].range?.start, items[0].range?.end, 'an insertion at the cursor');
+  return String(items[0].insertText);
 }
 
 /** The editor draws a tab or a run of spaces as non-breaking spaces of its own width. */
@@ -76,7 +55,7 @@ test('typing `def circumference(r):` at the end of a Python file shows the body 
   await session('circle.py', CIRCLE);
   await step(s, 'ghost-def-body', async () => {
     await waitForStatus(s, /^K3: Ready/, 120_000);
-    await openFile('circle.py');
+    await openFile(s, 'circle.py');
     await s.page.keyboard.press('Control+End');
     // VS Code closes `(` itself; typing `)` steps over the one it wrote.
     await s.page.keyboard.type('def circumference(r):', { delay: 60 });
@@ -96,7 +75,7 @@ test('typing a line that ends in `{` (VS Code adds the `}`) shows the body betwe
   await session('src/empty.ts', '');
   await step(s, 'ghost-braces', async () => {
     await waitForStatus(s, /^K3: Ready/, 120_000);
-    await openFile('empty.ts');
+    await openFile(s, 'empty.ts');
     await s.page.keyboard.type(IS_EMPTY, { delay: 60 });
     const shown = await ghostLines(s, 90_000);
     await s.screenshot('docs-ghost-braces');
@@ -123,7 +102,7 @@ test('after `{` the suggestion ends at the matching `}`; Ctrl+Down accepts a lin
     });
     await step(s, 'ghost-block', async () => {
       await waitForStatus(s, /^K3: Ready/, 120_000);
-      await openFile('add.ts');
+      await openFile(s, 'add.ts');
       await s.page.keyboard.press('Control+End');
       // The cursor did not get there by typing: ask (Alt+\).
       await s.page.keyboard.press('Alt+Backslash');

@@ -7,12 +7,11 @@
 // what the installed extension's server answers for the same document.
 import assert from 'node:assert/strict';
 import * as path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { after, test } from 'node:test';
 import type { InlineCompletionItem } from 'vscode-languageserver-protocol';
-import { type CompletionStats, StatusRequest } from '../../protocol/lsp';
-import { startServer, waitReady } from '../support/lsp';
-import { ghostText, installedExtension, startSession, step, waitForFile, waitForStatus, type Session } from './harness';
+import type { CompletionStats } from '../../protocol/lsp';
+import { ghostText, openFile, startSession, step, waitForFile, waitForStatus, type Session } from './harness';
+import { installedServerAnswer } from './installed-server';
 
 const STACK = 'export class Stack<T> {\n  private items: T[] = [];\n\n  push(item: T): void {\n  }\n}\n';
 const TWICE = 'export function twice(x: number): number {\n  return x * 2;\n}\n';
@@ -31,32 +30,13 @@ after(async () => {
   await s?.close();
 });
 
+
+
 /** What the installed extension's server answers for `text` with the cursor at (line, character). */
 async function serverAnswer(file: string, text: string, line: number, character: number): Promise<{ item: InlineCompletionItem; stats?: CompletionStats }> {
-  const server = await startServer(
-    { modelPath: path.join(installedExtension(), 'media/models/k3-mini'), settings: { completions: { multiline: 'auto' } } },
-    { workspaceFolder: s.workspace, bundle: path.join(installedExtension(), 'dist/server.js') },
-  );
-  try {
-    await waitReady(server);
-    const uri = pathToFileURL(path.join(s.workspace, file)).href;
-    await server.open(uri, 'typescript', text);
-    const answer = await server.complete(uri, line, character);
-    const stats = (await server.connection.sendRequest(StatusRequest.type)).lastCompletion;
-    assert.equal(answer?.items.length, 1, `the server offers one completion: ${JSON.stringify(answer)}`);
-    return { item: answer!.items[0], stats };
-  } finally {
-    await server.shutdown();
-  }
-}
-
-async function openFile(name: string): Promise<void> {
-  await s.page.keyboard.press('Control+P');
-  await s.page.locator('.quick-input-widget .quick-input-box input').fill(name);
-  await s.page.locator('.quick-input-list .monaco-list-row.focused', { hasText: name }).waitFor();
-  await s.page.keyboard.press('Enter');
-  await s.page.locator('.tab.active', { hasText: name }).waitFor();
-  await s.page.locator('.editor-instance .monaco-editor .view-lines').click();
+  const answer = await installedServerAnswer(s.workspace, file, 'typescript', text, { line, character });
+  assert.equal(answer.items.length, 1, `the server offers one completion: ${JSON.stringify(answer.items)}`);
+  return { item: answer.items[0], ...(answer.stats ? { stats: answer.stats } : {}) };
 }
 
 /** The line with the item accepted, as the editor applies it (its range replaces text). */
@@ -70,7 +50,7 @@ test('after Enter, the suggestion at the new indentation starts with code and Ta
   await session('src/stack.ts', STACK);
   await step(s, 'ghost-after-indent', async () => {
     await waitForStatus(s, /^K3: Ready/, 120_000);
-    await openFile('stack.ts');
+    await openFile(s, 'stack.ts');
     // The end of `push(item: T): void {`, then Enter: the editor indents the new line.
     await s.page.keyboard.press('Control+Home');
     for (let i = 0; i < 3; i++) await s.page.keyboard.press('ArrowDown');
@@ -95,7 +75,7 @@ test('a `)` that auto-closing put after the cursor is not doubled when the sugge
   await session('src/log.ts', LOG);
   await step(s, 'ghost-closer', async () => {
     await waitForStatus(s, /^K3: Ready/, 120_000);
-    await openFile('log.ts');
+    await openFile(s, 'log.ts');
     await s.page.keyboard.press('Control+End');
     await s.page.keyboard.type('console.log(', { delay: 60 });
     await ghostText(s, 90_000);
@@ -118,7 +98,7 @@ test('a suggestion the model wrote as a loop is shown cut before the loop', asyn
   await session('src/twice.ts', TWICE);
   await step(s, 'ghost-loop', async () => {
     await waitForStatus(s, /^K3: Ready/, 120_000);
-    await openFile('twice.ts');
+    await openFile(s, 'twice.ts');
     await s.page.keyboard.press('Control+End');
     await s.page.keyboard.type('const y = twice(', { delay: 60 });
     const shown = await ghostText(s, 90_000);

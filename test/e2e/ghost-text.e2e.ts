@@ -6,10 +6,9 @@
 // same position.
 import assert from 'node:assert/strict';
 import * as path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { after, before, test } from 'node:test';
-import { startServer, waitReady } from '../support/lsp';
-import { ghostText, installedExtension, startSession, step, waitForFile, waitForStatus, type Session } from './harness';
+import { ghostText, startSession, step, waitForFile, waitForStatus, type Session } from './harness';
+import { installedServerAnswer } from './installed-server';
 
 const ORIGINAL = 'export function add(a: number, b: number): number {\n  return a + b;\n}\n';
 const TYPED = 'const total = ';
@@ -30,28 +29,15 @@ after(async () => {
   await s?.close();
 });
 
-/** What the bundled server completes for `text` at its end, seeing the workspace as the extension does. */
+/** What the installed extension's server completes for `text` at its end, seeing the workspace as the extension does. */
 async function serverCompletion(workspace: string, text: string): Promise<string> {
-  // The installed extension's own server bundle and addon, with the settings it sends.
-  const server = await startServer(
-    { modelPath: path.join(installedExtension(), 'media/models/k3-mini'), settings: { completions: { multiline: 'auto' } } },
-    { workspaceFolder: workspace, bundle: path.join(installedExtension(), 'dist/server.js') },
-  );
-  try {
-    await waitReady(server);
-    const uri = pathToFileURL(path.join(workspace, FILE)).href;
-    await server.open(uri, 'typescript', text);
-    const lines = text.split('\n');
-    const answer = await server.complete(uri, lines.length - 1, lines[lines.length - 1].length);
-    const items = answer?.items ?? [];
-    assert.equal(items.length, 1, `the server offers one completion: ${JSON.stringify(answer)}`);
-    const insert = items[0].insertText;
-    assert.equal(typeof insert, 'string');
-    return insert as string;
-  } finally {
-    await server.shutdown();
-  }
+  const { items } = await installedServerAnswer(workspace, FILE, 'typescript', text);
+  assert.equal(items.length, 1, `the server offers one completion: ${JSON.stringify(items)}`);
+  const insert = items[0].insertText;
+  assert.equal(typeof insert, 'string');
+  return insert as string;
 }
+
 
 test('typing in a TypeScript file shows the engine completion as ghost text and Tab inserts it', async () => {
   await step(s, 'ghost-text', async () => {

@@ -259,6 +259,16 @@ export async function waitForStatus(session: Window, re: RegExp, timeoutMs = 60_
   return session.statusLabel();
 }
 
+/** Opens `name` through Quick Open and puts the keyboard in its editor. */
+export async function openFile(session: Window, name: string): Promise<void> {
+  await session.page.keyboard.press('Control+P');
+  await session.page.locator('.quick-input-widget .quick-input-box input').fill(name);
+  await session.page.locator('.quick-input-list .monaco-list-row.focused', { hasText: name }).waitFor();
+  await session.page.keyboard.press('Enter');
+  await session.page.locator('.tab.active', { hasText: name }).waitFor();
+  await session.page.locator('.editor-instance .monaco-editor .view-lines').click();
+}
+
 /**
  * Waits until the editor shows inline ghost text and returns it: every ghost span of the
  * cursor's line (the workbench splits it by syntax colour) in order, non-breaking spaces as

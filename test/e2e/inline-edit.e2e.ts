@@ -15,7 +15,7 @@ import { startLlamaServer, type FakeLlamaServer } from '../serve/fakes/llama-ser
 import { startServe, type Serve } from '../serve/support';
 import { ensureFixture } from '../support/fixtures';
 import { addonFile } from '../support/paths';
-import { startSession, step, waitForFile, waitForStatus, type Session } from './harness';
+import { openFile, startSession, step, waitForFile, waitForStatus, type Session } from './harness';
 
 const ORIGINAL = [
   'import sys',
@@ -66,15 +66,6 @@ async function waitForLines(s: Session, shown: string[], gone: string[]): Promis
   );
 }
 
-async function openFile(s: Session, name: string): Promise<void> {
-  await s.page.keyboard.press('Control+P');
-  const box = s.page.locator('.quick-input-widget .quick-input-box input');
-  await box.fill(name);
-  await s.page.locator('.quick-input-list .monaco-list-row.focused', { hasText: name }).waitFor();
-  await s.page.keyboard.press('Enter');
-  await s.page.locator('.tab.active', { hasText: name }).waitFor();
-  await s.page.locator('.editor-instance .monaco-editor .view-lines').click();
-}
 
 /** Selects lines first..last (1-based, whole lines) with the keyboard. */
 async function selectLines(s: Session, first: number, last: number): Promise<void> {

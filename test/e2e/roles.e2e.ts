@@ -6,12 +6,11 @@
 // notice; the status bar names both models and its tooltip each role's backend and state.
 import assert from 'node:assert/strict';
 import * as path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { after, before, test } from 'node:test';
 import { ensureFixture } from '../support/fixtures';
-import { startServer, waitReady } from '../support/lsp';
 import { type Serve, startServe } from '../serve/support';
-import { ghostText, installedExtension, startSession, step, waitForStatus, type Session } from './harness';
+import { ghostText, startSession, step, waitForStatus, type Session } from './harness';
+import { installedServerAnswer } from './installed-server';
 
 const ORIGINAL = 'export function add(a: number, b: number): number {\n  return a + b;\n}\n';
 const TYPED = 'const total = ';
@@ -43,24 +42,13 @@ after(async () => {
   await serve?.stop();
 });
 
+
 /** What k3-mini completes for `text` at its end, through the installed extension's server. */
 async function miniCompletion(workspace: string, text: string): Promise<string> {
-  const server = await startServer(
-    { modelPath: path.join(installedExtension(), 'media/models/k3-mini'), settings: { completions: { multiline: 'auto' } } },
-    { workspaceFolder: workspace, bundle: path.join(installedExtension(), 'dist/server.js') },
-  );
-  try {
-    await waitReady(server);
-    const uri = pathToFileURL(path.join(workspace, FILE)).href;
-    await server.open(uri, 'typescript', text);
-    const lines = text.split('\n');
-    const answer = await server.complete(uri, lines.length - 1, lines[lines.length - 1].length);
-    const insert = answer?.items[0]?.insertText;
-    assert.equal(typeof insert, 'string', `k3-mini offers a completion: ${JSON.stringify(answer)}`);
-    return insert as string;
-  } finally {
-    await server.shutdown();
-  }
+  const { items } = await installedServerAnswer(workspace, FILE, 'typescript', text);
+  const insert = items[0]?.insertText;
+  assert.equal(typeof insert, 'string', `k3-mini offers a completion: ${JSON.stringify(items)}`);
+  return insert as string;
 }
 
 test('the status bar names both roles: k3-mini embedded for ghost text, the fixture on k3 serve for chat', async () => {

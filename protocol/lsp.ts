@@ -352,6 +352,9 @@ export interface RoleStatus {
   error?: K3Problem;
   /** Whether the model was trained for chat (absent while unknown). */
   chats?: boolean;
+  /** A local role's model in memory by its plan (weights and budgets, its sessions'
+   * contexts), in bytes, once loaded; the same figure for both roles when they share it. */
+  memoryBytes?: number;
   /** The role's remote server, for a `remote` role. */
   remote?: RemoteStatus;
 }

@@ -37,15 +37,16 @@ export interface CompletionBackend {
 
 /** The local engine's completion session as a CompletionBackend. */
 export function localCompletionBackend(engine: LoadedEngine): CompletionBackend {
+  const es = engine.completion;
+  if (!es) throw new Error(`the model at ${engine.modelPath} was loaded for chat only; it has no completion session`);
   return {
     encoder: engine.tokenizer,
     fingerprint: engine.fingerprint,
-    maxContext: engine.completion.maxContext,
+    maxContext: es.maxContext,
     heals: true,
     fim: fimTokens(engine.tokenizer),
     async run(job, request, stats) {
       const { layout } = request;
-      const es = engine.completion;
       const prefill = await es.prefill(job, layout.ids, [layout.contextEnd, layout.suffixEnd, layout.stableEnd, layout.ids.length]);
       stats.reusedTokens = prefill.reused;
       stats.prefilledTokens = prefill.prefilled;

@@ -186,4 +186,9 @@ test('with ghost text and chat on different backends, the status bar names both 
     'Chat: k3-mini (embedded, not available, code completion only: cannot chat)',
   );
   assert.equal(describeRole('chat', { backend: 'remote', where: 'http://x/v1', phase: 'error' }), "Chat: the server's first model (remote http://x/v1, failed)");
+  assert.equal(
+    describeRole('chat', { backend: 'local', where: '/m/k3', model: 'k3', phase: 'ready', memoryBytes: 3 * 2 ** 30 }),
+    'Chat: k3 (local /m/k3, ready, 3.0 GiB in memory)',
+    "a local role's plan in memory",
+  );
 });

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import { ensureFixture } from '../support/fixtures';
+import { closedPort } from '../serve/remote-client';
 import { type Serve, startServe } from '../serve/support';
 import { ghostText, startSession, step, waitForStatus, type Session } from './harness';
 import { installedServerAnswer } from './installed-server';
@@ -65,11 +66,12 @@ async function chooseRemoteChat(endpoint: string): Promise<void> {
 test('K3: Choose Chat Backend checks the endpoint: a dead one saves nothing, k3 serve is saved and chat moves there', async () => {
   await step(s, 'roles-choose-backend', async () => {
     await waitForStatus(s, /^K3: Ready/, 120_000);
-    // A loopback port nothing listens on.
-    await chooseRemoteChat('http://127.0.0.1:9');
+    // A loopback port nothing listens on (not one fetch refuses to use, like 9).
+    const dead = await closedPort();
+    await chooseRemoteChat(`http://127.0.0.1:${dead}`);
     const refused = s.page.locator('.notifications-toasts .notification-list-item-message', { hasText: 'Nothing was saved' });
     await refused.waitFor({ timeout: 60_000 });
-    assert.match(await refused.innerText(), /127\.0\.0\.1:9\/v1\/models failed: connection refused/);
+    assert.match(await refused.innerText(), new RegExp(`127\\.0\\.0\\.1:${dead}/v1/models failed: connection refused`));
     await s.screenshot('roles-choose-backend-refused');
     assert.match(await waitForStatus(s, /Chat: k3-mini/, 10_000), /Chat: k3-mini \(embedded/, 'chat stays on k3-mini');
     await chooseRemoteChat(serve.base);

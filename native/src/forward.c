@@ -56,8 +56,9 @@ static long mixer_scratch(const model *m, int n, int capacity) {
 }
 
 long forward_scratch_floats(const model *m, int n, int capacity) {
-    /* P, h, x, a: (n, d) each; R: (n, max_blocks, d); scores: (max_blocks + 1); the chosen
-     * experts for an observer: (n, top_k) ints. */
+    /* P, h, x, a: (n, d) each; R: (n, max_blocks, d); max_blocks + 1 spare floats (once the
+     * mix's scores, which each thread now keeps on its stack; left so that the memory plan's
+     * figures do not move); the chosen experts for an observer: (n, top_k) ints. */
     return (long)n * m->hidden * (4 + max_blocks(m)) + max_blocks(m) + 1 + (long)n * m->moe.top_k +
            mixer_scratch(m, n, capacity);
 }

@@ -130,4 +130,21 @@ test('k3 bench pairs every decode stretch with a triad and reports the median ro
   assert.ok(json.fma_peak_flops_per_s > 0 && json.prefill_flops_per_s > 0);
   const share = json.prefill_flops_per_s / json.fma_peak_flops_per_s;
   assert.ok(Math.abs(share - json.prefill_over_peak) <= 1e-3 * share + 1e-6);
+  // Per layer kind: every layer counted once under its kind, lm_head once, and the kinds
+  // account for every weight byte a decoded token streams (the embedding reads none).
+  const config = JSON.parse(fs.readFileSync(path.join(model, 'config.json'), 'utf8'));
+  const text = config.text_config ?? config;
+  const kinds = json.layer_kinds as { kind: string; layers: number; prefill_time_share: number; decode_time_share: number; decode_weight_bytes_per_token: number; prefill_over_peak: number; decode_over_bound: number }[];
+  const byKind = Object.fromEntries(kinds.map((k) => [k.kind, k]));
+  assert.equal(byKind.lm_head.layers, 1);
+  assert.equal(kinds.filter((k) => k.kind !== 'lm_head').reduce((n, k) => n + k.layers, 0), text.num_hidden_layers);
+  assert.equal(byKind.dense?.layers ?? 0, text.first_k_dense_replace ?? 0);
+  const bytes = kinds.reduce((n, k) => n + k.decode_weight_bytes_per_token, 0);
+  assert.ok(Math.abs(bytes - json.weight_bytes_per_token) <= kinds.length, `${bytes} of ${json.weight_bytes_per_token}`);
+  for (const k of kinds) {
+    assert.ok(k.prefill_time_share > 0 && k.decode_time_share > 0 && k.prefill_over_peak > 0 && k.decode_over_bound > 0, k.kind);
+  }
+  assert.ok(kinds.reduce((n, k) => n + k.prefill_time_share, 0) <= 1 + 1e-9);
+  assert.ok(kinds.reduce((n, k) => n + k.decode_time_share, 0) <= 1 + 1e-9);
+  assert.ok(r.stdout.includes('by layer kind'), r.stdout);
 });

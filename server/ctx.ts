@@ -88,7 +88,10 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, EditSe
     this.plan = planRoles(opts);
     this.init.modelPath = this.plan.enginePath;
     const { completions, chat } = this.plan;
-    if (completions.remote) this.remotes.completions = this.newRemote(completions.remote, completions.modelPath);
+    if (completions.remote) {
+      this.remotes.completions = this.newRemote(completions.remote, completions.modelPath);
+      this.remotes.completions.routeSetting = this.settings.completions.remoteRoute;
+    }
     if (chat.remote) {
       this.remotes.chat = sameRemote(completions.remote, chat.remote) ? this.remotes.completions : this.newRemote(chat.remote, undefined);
     }
@@ -212,6 +215,12 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, EditSe
   updateSettings(section: unknown): void {
     this.settings = mergeSettings(this.settings, section);
     this.completions.cache.clear();
+    const remote = this.remotes.completions;
+    if (remote && remote.routeSetting !== this.settings.completions.remoteRoute) {
+      remote.routeSetting = this.settings.completions.remoteRoute;
+      remote.logRoute();
+      this.status.changed();
+    }
   }
 
   reportProblem(p: K3Problem): void {

@@ -43,22 +43,26 @@ export class InfillRefused extends Error {}
 
 /** The server's refusal of /infill, in words, when `e` is one (501 not supported, 404). */
 export function infillRefusal(e: RemoteError): string | undefined {
-  if (e.httpStatus === 501) return `HTTP 501${e.serverMessage ? `: ${e.serverMessage}` : ''}`;
-  if (e.httpStatus === 404 && !/model/i.test(e.serverMessage ?? '')) return `no /infill route (HTTP 404${e.serverMessage ? `: ${e.serverMessage}` : ''})`;
+  const said = e.serverMessage?.trim();
+  if (e.httpStatus === 501) return `HTTP 501${said ? `: ${said}` : ''}`;
+  if (e.httpStatus === 404 && !/model/i.test(said ?? '')) return `no /infill route (HTTP 404${said ? `: ${said}` : ''})`;
   return undefined;
 }
 
 /**
- * Asks /infill for one token of an empty middle: it answers only when the model has all
- * three FIM tokens. Never throws: a refusal is `no`, any other failure `unknown` (asked
- * again at the next check).
+ * Asks /infill whether the model has FIM tokens, without a generation: llama-server checks
+ * the three FIM tokens before it reads the request (501 when one is missing), then refuses
+ * an `input_extra` that is not an array (400 naming it). So that answer means yes, and
+ * nothing runs on the server. Never throws: a refusal is `no`, any other failure `unknown`
+ * (asked again at the next check).
  */
 export async function probeInfill(ask: (path: string, body: unknown) => Promise<unknown>): Promise<InfillSupport> {
   try {
-    await ask(INFILL_ROUTE, { input_prefix: '', input_suffix: '', n_predict: 1, temperature: 0, cache_prompt: false, stream: false });
+    await ask(INFILL_ROUTE, { input_prefix: '', input_suffix: '', input_extra: 'not an array: a probe' });
     return { state: 'yes' };
   } catch (e) {
     if (!(e instanceof RemoteError)) return { state: 'unknown', reason: `the /infill probe failed (${(e as Error).message})` };
+    if (e.httpStatus === 400 && /input_extra/.test(e.serverMessage ?? '')) return { state: 'yes' };
     const refusal = infillRefusal(e);
     if (refusal) return { state: 'no', reason: refusal };
     return { state: 'unknown', reason: `the /infill probe failed (${e.message})` };

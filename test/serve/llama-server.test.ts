@@ -36,8 +36,9 @@ test('llama-server row "key": /v1/models needs no key but /props does, so a wron
       assert.deepEqual(await ls.connection.sendRequest(RemoteApiKeyRequest.type, { apiKey: 'wrong-key-73' }), { phase: 'error' });
       assert.deepEqual(await ls.connection.sendRequest(RemoteApiKeyRequest.type, { apiKey: '' }), { phase: 'error' });
       assert.equal((await ls.connection.sendRequest(StatusRequest.type)).error?.kind, 'remote-unauthorized');
+      // The /infill probe is refused before anything runs (server/remote/infill.ts).
       assert.deepEqual(
-        fake.requests.filter((r) => r.method === 'POST'),
+        fake.requests.filter((r) => r.method === 'POST' && !(r.path === '/infill' && !Array.isArray(r.body?.input_extra))),
         [],
         'no generation was asked for',
       );

@@ -70,6 +70,12 @@ function promptText(body: Record<string, unknown>): string {
   return JSON.stringify(body.messages ?? []);
 }
 
+/** The remote backend's /infill probe (server/remote/infill.ts): refused before anything
+ * runs, so it is no generation. */
+export function isInfillProbe(r: Recorded): boolean {
+  return r.path === '/infill' && r.body !== undefined && !Array.isArray(r.body.input_extra);
+}
+
 /** The text a laid-out /infill prompt stands for (format_prompt_infill, a vocabulary
  * without FIM_REP and FIM_SEP), or the refusal of a malformed request. */
 function infillPrompt(body: Record<string, unknown>): string | { invalid: string } {

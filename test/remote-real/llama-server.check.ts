@@ -199,9 +199,14 @@ test('llama-server: context from meta.n_ctx, completions laid out within it, an 
         for (const failed of ls.logs.filter((l) => l.startsWith('completion (engine, failed)'))) figure(`failed completion logged: ${failed}`);
         const e = await failure(ls.connection.sendRequest(ChatSendRequest.type, { message: 'word '.repeat(1500), maxTokens: 8 }));
         assert.equal(e.code, K3ErrorCodes.ContextFull);
-        assert.match(e.message, /exceeds the available context size \(512 tokens\)/);
-        const logged = ls.logs.find((l) => /remote backend: .*exceeds the available context size/.test(l));
-        assert.ok(logged, 'the server\'s message is in the log');
+        // A chat turn is counted before it is sent (with the tokenizer, else estimated with
+        // room to spare: docs/PROMPTS.md), so one far past the context is refused here;
+        // one the count lets through is refused by the server, in its own words, in the log.
+        if (!/does not fit the context of 512 tokens/.test(e.message)) {
+          assert.match(e.message, /exceeds the available context size \(512 tokens\)/);
+          const logged = ls.logs.find((l) => /remote backend: .*exceeds the available context size/.test(l));
+          assert.ok(logged, 'the server\'s message is in the log');
+        }
         figure(`overflow (${mode}): ${e.message}`);
       });
     }
@@ -319,7 +324,10 @@ test('llama-server: replies stream with usage and cached tokens, and every serve
 });
 
 test('llama-server: /infill serves ghost text with the GGUF\'s own FIM tokens when prompts go as text; a GGUF without them keeps /v1/completions and says why', T, async () => {
-  const llama = await startLlama();
+  // input_extra gets -c minus -b minus 2 n_predict tokens (format_prompt_infill): a context
+  // above the batch leaves it room.
+  const ctx = 2048;
+  const llama = await startLlama(['-c', String(ctx), '-b', '512', '-ub', '512']);
   await loaded(llama);
   try {
     const direct = await request(llama.base, 'POST', '/infill', {
@@ -336,6 +344,7 @@ test('llama-server: /infill serves ghost text with the GGUF\'s own FIM tokens wh
     if (fim) {
       const answer = JSON.parse(direct.text) as { prompt: string; content: string; tokens_evaluated: number };
       for (const t of ['<|fim_prefix|>', '<|fim_suffix|>', '<|fim_middle|>']) assert.ok(answer.prompt.includes(t), `llama-server laid out ${t} from the GGUF: ${answer.prompt}`);
+      assert.ok(answer.prompt.indexOf('def sub(a, b)') < answer.prompt.indexOf('<|fim_prefix|>'), `the input_extra chunk comes first: ${answer.prompt}`);
       figure(`/infill direct: ${direct.status}, ${answer.tokens_evaluated} prompt tokens laid out as ${JSON.stringify(answer.prompt)}, wrote ${JSON.stringify(answer.content)}`);
     } else {
       assert.equal(direct.status, 501, `a GGUF without FIM tokens is refused: ${direct.text}`);
@@ -365,20 +374,24 @@ test('llama-server: /infill serves ghost text with the GGUF\'s own FIM tokens wh
         const got = await ls.complete('file:///w/main.py', at, lines[at].length);
         const c = (await ls.connection.sendRequest(StatusRequest.type)).lastCompletion;
         assert.ok(c && c.outcome === 'done', `completion ${k} answered: ${JSON.stringify(c)}`);
-        assert.ok(c.promptTokens > 0 && c.promptTokens <= CTX, `the server counted the prompt (${c.promptTokens} tokens)`);
+        assert.ok(c.promptTokens > 0 && c.promptTokens <= ctx, `the server counted the prompt (${c.promptTokens} tokens)`);
         outcomes.push(`${JSON.stringify(got?.items[0]?.insertText ?? '')} (prompt ${c.promptTokens}, reused ${c.reusedTokens}, prefilled ${c.prefilledTokens}, generated ${c.generatedTokens}, ${c.totalMs} ms)`);
         answered++;
       }
       figure(`/infill completions: ${outcomes.join('; ')}`);
       assert.equal(answered, 3);
-      // A keystroke on the cursor's line: the extra chunks and the file above are the same,
-      // so llama-server's prefix cache holds them.
-      await ls.complete('file:///w/main.py', line, lines[line].length);
-      await ls.type('file:///w/main.py', 2, line, lines[line].length, 'q');
-      await ls.complete('file:///w/main.py', line, lines[line].length + 1);
+      // A keystroke on the cursor's line after a completion there: the request differs only
+      // in `prompt`. Whether llama-server reuses the shared prefix depends on the model: a
+      // hybrid one (K3's recurrent KDA layers, k3-mini) keeps no state in the middle of a
+      // prompt, so it reads the whole prompt again; the figure says which.
+      const at = line - 2;
+      await ls.type('file:///w/main.py', 2, at, 0, '    ');
+      await ls.complete('file:///w/main.py', at, 4);
+      await ls.type('file:///w/main.py', 3, at, 4, 'q');
+      await ls.complete('file:///w/main.py', at, 5);
       const typed = (await ls.connection.sendRequest(StatusRequest.type)).lastCompletion;
-      assert.ok(typed && typed.source === 'engine', `the keystroke asked the server: ${JSON.stringify(typed)}`);
-      assert.ok(typed.reusedTokens > 0, `the server reused the prompt's prefix: ${JSON.stringify(typed)}`);
+      assert.ok(typed && typed.source === 'engine' && typed.outcome === 'done', `the keystroke asked the server: ${JSON.stringify(typed)}`);
+      assert.equal(typed.reusedTokens + typed.prefilledTokens, typed.promptTokens, 'the server\'s counts add up');
       figure(`/infill keystroke: prompt ${typed.promptTokens}, reused ${typed.reusedTokens}, prefilled ${typed.prefilledTokens}, ${typed.totalMs} ms`);
       assert.ok(!ls.logs.some((l) => l.startsWith('completion (engine, failed)')), 'no completion failed');
     });

@@ -4,7 +4,7 @@
 // It takes the configuration as an argument and imports `vscode` only for types, so it runs
 // in unit tests; it does not watch for changes (ctx.ts does).
 import type * as vscode from 'vscode';
-import type { MultilineMode, Role, RoleBackend, SettingsSection } from '../protocol/lsp';
+import type { MultilineMode, RemoteRoute, Role, RoleBackend, SettingsSection } from '../protocol/lsp';
 
 export interface CompletionSettings {
   /** Ghost text while typing; when false only the manual trigger asks. */
@@ -17,6 +17,8 @@ export interface CompletionSettings {
   maxLines: number;
   /** Fixed debounce in milliseconds, or null for the adaptive one. */
   debounceMs: number | null;
+  /** Which route of a remote completions server serves ghost text (`k3.completions.remote.route`). */
+  remoteRoute: RemoteRoute;
 }
 
 export interface ChatSettings {
@@ -201,6 +203,7 @@ export function readSettings(config: ConfigurationSource, workspaceTrusted: bool
           : DEFAULT_MAX_LINES,
       debounceMs:
         typeof debounce === 'number' && Number.isFinite(debounce) ? Math.min(10000, Math.max(0, Math.round(debounce))) : null,
+      remoteRoute: remoteRoute(config.get<unknown>('completions.remote.route')),
     },
     chat: {
       maxTokens:
@@ -213,6 +216,11 @@ export function readSettings(config: ConfigurationSource, workspaceTrusted: bool
           : DEFAULT_CHAT_MAX_CONTEXT,
     },
   };
+}
+
+/** k3.completions.remote.route: one of the routes, else `auto`. */
+function remoteRoute(v: unknown): RemoteRoute {
+  return v === 'completions' || v === 'infill' ? v : 'auto';
 }
 
 /** Whether a user or workspace set `key` (a default is not a choice). */
@@ -255,6 +263,6 @@ export function readRole(
 
 /** The part of the settings the server uses, in its shape (initializationOptions.settings). */
 export function serverSection(settings: Settings): SettingsSection {
-  const { multiline, maxLines } = settings.completions;
-  return { completions: { multiline, maxLines }, chat: { maxTokens: settings.chat.maxTokens, maxContext: settings.chat.maxContext } };
+  const { multiline, maxLines, remoteRoute } = settings.completions;
+  return { completions: { multiline, maxLines, remoteRoute }, chat: { maxTokens: settings.chat.maxTokens, maxContext: settings.chat.maxContext } };
 }

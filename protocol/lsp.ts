@@ -94,7 +94,15 @@ export interface CompletionSettings {
   filter: boolean;
   /** Fill in the middle when the model has FIM tokens (default true). Off only to measure it. */
   fim: boolean;
+  /** Which route of a remote completions server serves ghost text (`k3.completions.remote.route`,
+   * default `auto`; docs/REMOTE.md, "A FIM coder on llama-server"). */
+  remoteRoute: RemoteRoute;
 }
+
+/** `completions`: `/v1/completions` with our own prompt layout; `infill`: llama-server's
+ * `/infill`, which lays out the model's own FIM tokens from its GGUF; `auto`: `/infill` when
+ * the server is llama-server, prompts go as text and it answers `/infill`. */
+export type RemoteRoute = 'auto' | 'completions' | 'infill';
 
 export interface ChatSettings {
   /** Most tokens of one reply, reasoning included (default 4096; `k3.chat.maxTokens`). A
@@ -380,6 +388,9 @@ export interface RemoteStatus {
   /** While `phase` is `loading`: `connecting` until the server first answers, `model` while
    * the server answers that it is loading its model. */
   loading?: 'connecting' | 'model';
+  /** For the server of the completions role: the route ghost text goes to, and why. */
+  completionRoute?: 'completions' | 'infill';
+  completionRouteReason?: string;
 }
 
 /** `k3/status`: what the engine is doing now. Answered at once, even while it works. */

@@ -92,7 +92,10 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, EditSe
     this.init.modelPath = this.plan.enginePath;
     if (this.plan.chatEnginePath) this.chatEngine = this.newHost('chat');
     const { completions, chat } = this.plan;
-    if (completions.remote) this.remotes.completions = this.newRemote(completions.remote, completions.modelPath);
+    if (completions.remote) {
+      this.remotes.completions = this.newRemote(completions.remote, completions.modelPath);
+      this.remotes.completions.routeSetting = this.settings.completions.remoteRoute;
+    }
     if (chat.remote) {
       this.remotes.chat = sameRemote(completions.remote, chat.remote) ? this.remotes.completions : this.newRemote(chat.remote, undefined);
     }
@@ -237,6 +240,12 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, EditSe
   updateSettings(section: unknown): void {
     this.settings = mergeSettings(this.settings, section);
     this.completions.cache.clear();
+    const remote = this.remotes.completions;
+    if (remote && remote.routeSetting !== this.settings.completions.remoteRoute) {
+      remote.routeSetting = this.settings.completions.remoteRoute;
+      remote.logRoute();
+      this.status.changed();
+    }
   }
 
   reportProblem(p: K3Problem): void {

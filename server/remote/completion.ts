@@ -53,9 +53,12 @@ interface CompletionChunk {
 
 const count = (v: unknown): number | undefined => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined);
 
-export function remoteCompletionBackend(remote: RemoteBackend): CompletionBackend {
-  const tokenizer = remote.tokenizer;
-  const estimate = tokenizer ? undefined : new TextEstimate();
+/** `laidOutWith`: the encoder a layout was already made with (a request /infill refused
+ * comes here with its layout): its ids are decoded by the same estimate, or sent as ids
+ * when it is the tokenizer. */
+export function remoteCompletionBackend(remote: RemoteBackend, laidOutWith?: Encoder): CompletionBackend {
+  const tokenizer: Encoder | undefined = laidOutWith ? (laidOutWith instanceof TextEstimate ? undefined : laidOutWith) : remote.tokenizer;
+  const estimate = tokenizer ? undefined : laidOutWith instanceof TextEstimate ? laidOutWith : new TextEstimate();
   return {
     encoder: tokenizer ?? (estimate as TextEstimate),
     heals: remote.heals,

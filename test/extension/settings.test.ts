@@ -81,6 +81,7 @@ test('set values are read, trimmed and clamped', () => {
       'completions.multiline': { global: 'never' },
       'completions.maxLines': { global: 500 },
       'completions.debounceMs': { global: 99999.4 },
+      'completions.remote.route': { global: 'infill' },
       'chat.maxTokens': { global: 700.4 },
       'chat.maxContext': { global: 100 },
     }),
@@ -90,7 +91,7 @@ test('set values are read, trimmed and clamped', () => {
   assert.equal(s.chat.maxContext, 256, 'the chat context is at least 256 positions, as the server holds');
   assert.deepEqual(
     serverSection(s),
-    { completions: { multiline: 'never', maxLines: 100 }, chat: { maxTokens: 700, maxContext: 256 } },
+    { completions: { multiline: 'never', maxLines: 100, remoteRoute: 'infill' }, chat: { maxTokens: 700, maxContext: 256 } },
     'the completion shape, k3.chat.maxTokens and maxContext reach the server',
   );
   assert.equal(readSettings(config({ 'chat.maxTokens': { global: 3 } }), true).chat.maxTokens, 16);

@@ -33,6 +33,10 @@ k3_status context_verify(k3_context *c, const int32_t *ids, int n, float *logits
     c->state.journal_capacity = c->journal_capacity;
     s = context_decode(c, ids, n, logits, n, argmax);
     c->state.journal = NULL;
+    /* Cancelled between the passes of a long verify (a small batch): none of it was
+     * verified, so none of it stays. (A failed read has cleared the sequence instead.) */
+    if (s == K3_ERR_CANCELLED && c->length > c->rollback.length)
+        context_snapshot_restore(c, &c->rollback);
     return s;
 }
 

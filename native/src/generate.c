@@ -13,12 +13,12 @@
  *
  * Speculation must pay for itself. Where decode is memory-bound (the real model, experts
  * streamed) a verified position costs a fraction of a serial step; where the weights sit
- * in the CPU's cache (a small model) it costs about a whole one. So the wall-clock cost of a serial step and of a verified position
- * are measured as generation goes (and kept in the context for the next call), and a
- * draft is only as long as the expected accepted run pays for. When nothing pays,
- * drafting pauses for a doubling number of steps; after a pause one round at the
- * drafter's own length measures again, unless even perfect drafts could not pay.
- * (spec_always turns this off.) Only the speed depends on it: which steps draft never
+ * in the CPU's cache (a small model) it costs about a whole one. So the wall-clock cost
+ * of a serial step and of a verified position are measured as generation goes (and kept
+ * in the context for the next call), and a draft is only as long as the expected
+ * accepted run pays for. When nothing pays, drafting pauses for a doubling number of
+ * steps; after a pause one round at the drafter's own length measures again, unless even
+ * perfect drafts could not pay. (spec_always turns this off.) Only the speed depends on it: which steps draft never
  * changes the output. */
 #include <stdlib.h>
 #include <string.h>
@@ -190,7 +190,6 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
         return s;
     pace pc = {c->spec_step_seconds, c->spec_position_seconds, 0, 0};
     draft *d = NULL;
-    float *rows = NULL; /* (SPEC_MAX + 1, vocab) a verify pass's logits */
     if (params->spec_max > 0) {
         if ((s = draft_new(&d, &c->err)) != K3_OK ||
             (s = draft_set_material(d, params->context_ids, params->n_context_ids, &c->err)) != K3_OK)
@@ -227,17 +226,11 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
                 n_draft = heal_allowed_prefix(&r.h, r.h.done, batch + 1, n_draft);
         }
         batch[0] = pending;
-        /* A verify pass keeps its rows' logits: the last kept one becomes the last logits,
-         * and healing's verdicts are made from them. */
-        if (n_draft > 0 && !rows && !(rows = malloc(sizeof(float) * (size_t)(SPEC_MAX + 1) * vocab))) {
-            s = error_set(&c->err, K3_ERR_OUT_OF_MEMORY, "k3_generate: out of memory for a verify pass's logits (%.1f MB)",
-                          (SPEC_MAX + 1) * vocab * 4e-6);
-            break;
-        }
         const int constrained = n_draft > 0 && heal_active(&r.h);
         stats->forward_passes++;
         const double t0 = io_now();
-        s = n_draft > 0 ? context_verify(c, batch, n_draft + 1, rows, argmax) : context_decode(c, batch, 1, NULL, 0, NULL);
+        const float *rows = NULL; /* (n_draft + 1, vocab) the verify pass's logits, for healing's verdicts */
+        s = n_draft > 0 ? context_verify(c, batch, n_draft + 1, argmax, &rows) : context_decode(c, batch, 1, NULL, 0, NULL);
         if (s != K3_OK)
             break;
         double seconds = io_now() - t0;
@@ -255,7 +248,7 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
             size_t at = r.h.done;
             for (int i = 0; i <= n_draft && at < r.h.n; i++) {
                 if ((s = heal_next(&r, at, rows + (size_t)i * vocab, &verdict[i])) != K3_OK) {
-                    context_verify_keep(c, 0, rows, argmax);
+                    context_verify_keep(c, 0);
                     goto done;
                 }
                 if (i < n_draft)
@@ -278,7 +271,7 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
         /* The sequence keeps this pass's tokens up to the last emitted; batch[used] is
          * that one when generation ended, and stays undecoded like any last token. */
         const double t1 = io_now();
-        context_verify_keep(c, ended ? used : 1 + used, rows, argmax);
+        context_verify_keep(c, ended ? used : 1 + used);
         seconds += io_now() - t1;
         pc.position = blend(pc.position, seconds / (n_draft + 1));
         if (ended)
@@ -289,6 +282,5 @@ done:
     c->spec_step_seconds = pc.step;
     c->spec_position_seconds = pc.position;
     draft_free(d);
-    free(rows);
     return s;
 }

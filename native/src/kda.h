@@ -5,7 +5,10 @@
  * State carried between calls: per head S[key][value] (head_dim x head_dim, fp32), and the
  * short-conv history, the last conv_k-1 PRE-conv projections of q, k and v. Tokens are run
  * through the recurrence one at a time in order (decay -> delta write -> read), so a batch
- * of n tokens gives bit-identical results to n calls of one token. */
+ * of n tokens gives bit-identical results to n calls of one token. A batch can also
+ * journal each token's inputs to the state, so the state before it can later be advanced
+ * by any prefix of the batch without the weights (a verify pass cut back to its accepted
+ * drafts). */
 #ifndef K3_KDA_H
 #define K3_KDA_H
 

@@ -14,7 +14,7 @@
 
 #include "context.h"
 
-k3_status context_verify(k3_context *c, const int32_t *ids, int n, float *logits, int32_t *argmax) {
+k3_status context_verify(k3_context *c, const int32_t *ids, int n, int32_t *argmax, const float **rows) {
     const model *m = c->model->m;
     if (n > c->journal_capacity) {
         const long floats = forward_journal_floats(m, n);
@@ -25,14 +25,27 @@ k3_status context_verify(k3_context *c, const int32_t *ids, int n, float *logits
         c->journal = grown;
         c->journal_capacity = n;
     }
+    /* One forward pass computes every row into the staging buffer, which is then read in
+     * place; a pass cut into several (a batch below n) gathers them into verify_logits. */
+    const int one_pass = n <= c->params.batch && n <= forward_logit_rows(c->params.batch);
+    if (!one_pass && n > c->verify_logits_rows) {
+        float *grown = realloc(c->verify_logits, sizeof(float) * (size_t)n * m->vocab);
+        if (!grown)
+            return error_set(&c->err, K3_ERR_OUT_OF_MEMORY, "verify pass of %d positions: out of memory for its logits",
+                             n);
+        c->verify_logits = grown;
+        c->verify_logits_rows = n;
+    }
     k3_status s = context_snapshot_take(c, &c->rollback, 0);
     if (s != K3_OK)
         return s;
     c->state.journal = c->journal;
     c->state.journal_start = c->length;
     c->state.journal_capacity = c->journal_capacity;
-    s = context_decode(c, ids, n, logits, n, argmax);
+    s = context_decode(c, ids, n, one_pass ? NULL : c->verify_logits, one_pass ? 0 : n, argmax);
     c->state.journal = NULL;
+    c->verify_rows = one_pass ? c->logits : c->verify_logits;
+    *rows = c->verify_rows;
     /* Cancelled between the passes of a long verify (a small batch): none of it was
      * verified, so none of it stays. (A failed read has cleared the sequence instead.) */
     if (s == K3_ERR_CANCELLED && c->length > c->rollback.length)
@@ -40,7 +53,7 @@ k3_status context_verify(k3_context *c, const int32_t *ids, int n, float *logits
     return s;
 }
 
-void context_verify_keep(k3_context *c, int keep, const float *logits, const int32_t *argmax) {
+void context_verify_keep(k3_context *c, int keep) {
     const model *m = c->model->m;
     const int start = c->rollback.length;
     if (keep >= c->length - start)
@@ -49,8 +62,9 @@ void context_verify_keep(k3_context *c, int keep, const float *logits, const int
     if (keep == 0)
         return;
     forward_kda_advance(m, &c->state, c->journal, c->journal_capacity, keep, c->scratch, c->pool);
+    const float *row = c->verify_rows + (size_t)(keep - 1) * m->vocab;
     c->length = start + keep; /* the kept ids are already in c->tokens */
-    c->next = argmax[keep - 1];
-    memcpy(c->last_logits, logits + (size_t)(keep - 1) * m->vocab, sizeof(float) * (size_t)m->vocab);
+    c->next = c->impl->argmax(row, m->vocab);
+    memcpy(c->last_logits, row, sizeof(float) * (size_t)m->vocab);
     c->last_logits_valid = 1;
 }

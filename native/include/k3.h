@@ -253,6 +253,9 @@ typedef struct k3_generate_params {
     size_t heal_len;
     const k3_tokenizer *tokenizer; /* the model's tokenizer, needed with heal (read only: it
                                       may be used by another thread meanwhile) */
+    /* May be NULL; told after each verify pass how many draft tokens it checked and how
+     * many it accepted (before the accepted ones reach on_token), with `user`. */
+    void (*on_verify)(void *user, int drafted, int accepted);
 } k3_generate_params;
 
 /* Why k3_generate returned K3_OK. */

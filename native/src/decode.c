@@ -84,6 +84,8 @@ void k3_context_close(k3_context *c) {
         return;
     context_checkpoints_free(c);
     context_snapshot_free(&c->rollback);
+    free(c->journal);
+    free(c->verify_logits);
     threads_free(c->pool);
     free(c->state.kda);
     free(c->state.mla);

@@ -43,6 +43,17 @@ long forward_mla_cache_floats(const model *m, int capacity) {
     return (long)m->n_mla * capacity * mla_cache_row_floats(&m->mla);
 }
 
+long forward_journal_floats(const model *m, int n) {
+    return (long)m->n_kda * n * kda_journal_row_floats(&m->kda);
+}
+
+void forward_kda_advance(const model *m, forward_state *st, const float *journal, int capacity, int keep,
+                         float *scratch, threads *pool) {
+    const long state = kda_state_floats(&m->kda), rows = (long)capacity * kda_journal_row_floats(&m->kda);
+    for (int i = 0; i < m->n_kda; i++)
+        kda_advance_journal(&m->kda, st->kda + i * state, journal + i * rows, keep, scratch, pool);
+}
+
 static long mixer_scratch(const model *m, int n, int capacity) {
     long s = m->n_kda ? kda_scratch_floats(&m->kda, n) : 0;
     if (m->n_mla) {
@@ -170,13 +181,18 @@ static void embed_row(const kernels_matrix *e, int32_t id, float *out) {
 
 static void token_mixer(const model *m, const model_layer *ly, forward_state *st, int start, const float *x, int n,
                         float *out, float *scratch, const kernels_impl *impl, threads *pool) {
-    if (ly->is_kda)
+    if (ly->is_kda) {
+        float *journal = NULL; /* the rows of these positions in this layer's journal */
+        if (st->journal)
+            journal = st->journal + ((long)ly->state_index * st->journal_capacity + (start - st->journal_start)) *
+                                        kda_journal_row_floats(&m->kda);
         kda_forward(&m->kda, &ly->kda, st->kda + (long)ly->state_index * kda_state_floats(&m->kda), x, n, out,
-                    scratch, impl, pool);
-    else
+                    scratch, journal, impl, pool);
+    } else {
         mla_forward(&m->mla, &ly->mla,
                     st->mla + (long)ly->state_index * st->capacity * mla_cache_row_floats(&m->mla), start, x, n,
                     out, scratch, impl, pool);
+    }
 }
 
 static k3_status channel_mixer(const model *m, const model_layer *ly, const float *x, int n, float *out,

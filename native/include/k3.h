@@ -185,8 +185,16 @@ int k3_model_layer_count(const k3_model *model);
 typedef struct k3_context_params {
     int max_context; /* positions the sequence may reach; sizes the MLA cache (default 4096) */
     int n_threads;   /* worker threads, >= 1 (default 1) */
-    int batch;       /* tokens per forward pass when decoding many (default 128) */
+    int batch;       /* tokens per forward pass when decoding many (default 128); K3_BATCH_AUTO:
+                        sized by the plan (k3_plan's batch and batch_token_bytes say how) */
 } k3_context_params;
+
+/* params.batch that lets the plan size prefill to memory: where passes read weights (a
+ * streamed trunk, or an expert cache smaller than the pool) every pass reads the trunk once
+ * and each chosen expert once for all its tokens, so the batch grows to what MemAvailable
+ * leaves after the model, the rest of the context and a margin of 1 GiB + 5 %, up to
+ * max_context and at most 4096; where nothing streams it stays 128. */
+#define K3_BATCH_AUTO 0
 
 void k3_context_params_default(k3_context_params *params);
 
@@ -208,7 +216,7 @@ const int32_t *k3_context_tokens(const k3_context *ctx);
 void k3_context_reset(k3_context *ctx);
 
 /* Appends ids[0..n) to the sequence and runs them through the model, in batches of
- * params.batch. logits: NULL, or room for the logits of the last `n_logits` positions of
+ * params.batch (the plan's for K3_BATCH_AUTO). logits: NULL, or room for the logits of the last `n_logits` positions of
  * this call ((n_logits, vocab) floats, n_logits <= n). argmax: NULL, or (n) receiving the
  * greedy next token after every position (this computes logits at every position).
  * K3_ERR_TOKEN for an id outside the vocabulary and K3_ERR_CONTEXT_FULL past max_context
@@ -456,7 +464,10 @@ typedef struct k3_plan {
     uint64_t expert_pool;     /* all routed experts, as stored */
     int64_t experts;          /* routed experts in the pool (MoE layers x experts per layer) */
     uint64_t cache_floor;     /* the smallest expert cache (top_k slots) */
-    int max_context, batch;
+    int max_context, batch;   /* batch: tokens per forward pass of a prefill */
+    int batch_sized;          /* 1: the batch was sized by the plan (K3_BATCH_AUTO) */
+    uint64_t batch_token_bytes; /* buffers each token of a batch adds (activations, MLA scores,
+                                   MoE scratch): what limits a sized batch */
 } k3_plan;
 
 /* Plans the checkpoint in dir under params (NULL: mapped) for a context as cp (NULL:

@@ -210,6 +210,14 @@ int run_memory_drop_page_cache(const char *dir) {
     return n;
 }
 
+/* Bytes per token of a batch: tens to hundreds of kB, so kB below a MB. */
+static const char *per_token(uint64_t bytes, char *buf, size_t size) {
+    if (bytes >= 1000000)
+        return human((double)bytes, buf, size);
+    snprintf(buf, size, "%.1f kB", (double)bytes / 1e3);
+    return buf;
+}
+
 static void print_plan(const k3_plan *p) {
     char a[32], b[32], c[32];
     fprintf(stderr, "memory plan (a forecast; the measured peak RSS is printed after the run):\n");
@@ -235,7 +243,13 @@ static void print_plan(const k3_plan *p) {
     fprintf(stderr, "  %-18s %12s\n", "recurrent state", human((double)p->recurrent_state, a, sizeof a));
     fprintf(stderr, "  %-18s %12s  %d positions\n", "KV cache", human((double)p->kv_cache, a, sizeof a),
             p->max_context);
-    fprintf(stderr, "  %-18s %12s  batch %d\n", "buffers", human((double)p->buffers, a, sizeof a), p->batch);
+    if (p->batch_sized)
+        fprintf(stderr, "  %-18s %12s  prefill batch %d, sized to memory at %s per token%s\n", "buffers",
+                human((double)p->buffers, a, sizeof a), p->batch, per_token(p->batch_token_bytes, b, sizeof b),
+                p->ring_slots > 0 || p->expert_slots < p->experts ? "" : " (nothing streams: the default)");
+    else
+        fprintf(stderr, "  %-18s %12s  batch %d (%s per token)\n", "buffers", human((double)p->buffers, a, sizeof a),
+                p->batch, per_token(p->batch_token_bytes, b, sizeof b));
     fprintf(stderr, "  %-18s %12s  of %s available\n", "total", human((double)p->total, a, sizeof a),
             p->available ? human((double)p->available, b, sizeof b) : "an unknown amount");
 }
@@ -287,12 +301,15 @@ int run_memory_prepare(run_memory *rm, const char *model_dir, const k3_context_p
     }
     print_plan(&rm->plan);
     if (!rm->plan.fits) {
-        char need[32], have[32], gap[32];
+        char need[32], have[32], gap[32], buf[32], tok[32];
         fprintf(stderr,
                 "k3: refusing to start (budget): the plan needs %s and this machine has %s available, a shortfall "
-                "of %s; choose a smaller preset or --trunk-gb / --cache-gb, or a shorter context\n",
+                "of %s (buffers %s for a prefill batch of %d at %s per token); choose a smaller preset or "
+                "--trunk-gb / --cache-gb, a shorter context or a smaller --batch\n",
                 human((double)rm->plan.total, need, sizeof need), human((double)rm->plan.available, have, sizeof have),
-                human((double)(rm->plan.total - rm->plan.available), gap, sizeof gap));
+                human((double)(rm->plan.total - rm->plan.available), gap, sizeof gap),
+                human((double)rm->plan.buffers, buf, sizeof buf), rm->plan.batch,
+                per_token(rm->plan.batch_token_bytes, tok, sizeof tok));
         return 3;
     }
     return 0;
@@ -356,7 +373,8 @@ void run_memory_json(const run_memory *rm, FILE *f) {
             "\"total\": %llu, \"available\": %llu, \"layers\": %d, \"layers_pinned\": %d, \"ring_slots\": %d, "
             "\"ring_slot_bytes\": %llu, \"dense_weights\": %llu, \"expert_slots\": %d, \"expert_slot_bytes\": %llu, "
             "\"expert_pool\": %llu, \"experts\": %lld, \"trunk_mapped\": %d, \"experts_mapped\": %d, "
-            "\"trunk_floor\": %llu, \"cache_floor\": %llu},\n",
+            "\"trunk_floor\": %llu, \"cache_floor\": %llu, \"batch\": %d, \"batch_sized\": %d, "
+            "\"batch_token_bytes\": %llu},\n",
             (unsigned long long)p->trunk, (unsigned long long)p->embed_lm_head, (unsigned long long)p->vectors,
             (unsigned long long)p->index, (unsigned long long)p->expert_cache, (unsigned long long)p->recurrent_state,
             (unsigned long long)p->kv_cache, (unsigned long long)p->buffers, (unsigned long long)p->total,
@@ -364,7 +382,7 @@ void run_memory_json(const run_memory *rm, FILE *f) {
             (unsigned long long)p->ring_slot_bytes, (unsigned long long)p->dense_weights, p->expert_slots,
             (unsigned long long)p->expert_slot_bytes, (unsigned long long)p->expert_pool, (long long)p->experts,
             p->trunk_mapped, p->experts_mapped, (unsigned long long)p->trunk_floor,
-            (unsigned long long)p->cache_floor);
+            (unsigned long long)p->cache_floor, p->batch, p->batch_sized, (unsigned long long)p->batch_token_bytes);
     fprintf(f,
             "    \"wall_seconds\": %.6f,\n    \"peak_rss_bytes\": %.0f,\n    \"expert_requests\": %llu,\n"
             "    \"expert_retained\": %llu,\n    \"expert_evictions\": %llu,\n    \"expert_reads\": %llu,\n"

@@ -76,6 +76,7 @@ export interface SessionOptions {
   /** Positions the sequence may reach (sizes the MLA cache). */
   maxContext: number;
   threads?: number;
+  /** Tokens per prefill pass; absent or 0: sized by the plan (128 unless weights stream). */
   batch?: number;
   /** Memory the session's checkpoints may hold; least recently used dropped first. */
   checkpointBytes?: number;
@@ -110,7 +111,7 @@ export class Model {
       const native = new addon.Session(this.native, {
         maxContext: options.maxContext,
         threads: options.threads ?? 1,
-        batch: options.batch ?? 128,
+        batch: options.batch ?? 0, // K3_BATCH_AUTO: sized by the plan where weights stream
       });
       if (options.checkpointBytes !== undefined) native.setCheckpointLimit(options.checkpointBytes);
       return new Session(native, options.maxContext, options.checkpointBytes);

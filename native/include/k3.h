@@ -565,6 +565,28 @@ k3_status k3_forecast_make_at_hit_rate(const char *profile, const char *dir, con
                                        int positions, double expert_hit_rate, k3_forecast *out, char *detail,
                                        size_t detail_size);
 
+/* Time to first token: the prefill of a prompt of `tokens` tokens forecast as passes of
+ * the batch a context would get (see K3_BATCH_AUTO), each reading the streamed trunk once
+ * and each chosen expert once for all its tokens (the model: native/src/forecast.h). */
+typedef struct k3_prefill_forecast {
+    int tokens, batch, passes;  /* passes = ceil(tokens / batch) */
+    double seconds;             /* the whole prefill */
+    double compute_seconds;     /* summed over passes, with every byte in memory */
+    double disk_seconds;        /* summed over passes: streamed trunk and missed experts */
+    double trunk_read_bytes;    /* passes x the streamed trunk */
+    double expert_read_bytes;
+    int bound;                  /* 1: some pass waits on the disk */
+    int check_configurations, check_within; /* the profile's check, as in k3_forecast */
+    double check_worst;
+} k3_prefill_forecast;
+
+/* The prefill forecast for the checkpoint in dir (NULL: the full-scale release) under mp,
+ * in passes of `batch` (K3_BATCH_AUTO: the plan's for a context of max(4096, tokens + 1)
+ * positions on this machine). expert_hit_rate as for k3_forecast_make_at_hit_rate.
+ * Errors as k3_forecast_make's. */
+k3_status k3_forecast_prefill(const char *profile, const char *dir, const k3_model_params *mp, int tokens, int batch,
+                              double expert_hit_rate, k3_prefill_forecast *out, char *detail, size_t detail_size);
+
 /* Memory counters of a model since it was opened; every context's passes add to them. */
 typedef struct k3_memory_counters {
     uint64_t expert_requests;    /* experts asked for: distinct experts per layer pass */

@@ -25,17 +25,22 @@ static const char *human(double bytes, char *buf, size_t size) {
     return buf;
 }
 
-/* The s/token cell for budgets mp on dir (NULL: the release): the forecast (kept in *made),
- * or "-" with the first failure's detail kept in why (one reason is printed under the
- * table). */
-static void forecast_cell(const char *profile, const char *dir, const k3_model_params *mp, char *cell, size_t size,
-                          char *detail, size_t detail_size, const char **why, k3_forecast *made) {
+/* The s/token and time-to-first-token cells for budgets mp on dir (NULL: the release): the
+ * forecasts (the per-token one kept in *made), or "-" with the first failure's detail kept
+ * in why (one reason is printed under the table). */
+static void forecast_cells(const char *profile, const char *dir, const k3_model_params *mp, char *cell, char *ttft,
+                           size_t size, char *detail, size_t detail_size, const char **why, k3_forecast *made) {
     k3_forecast fc;
+    k3_prefill_forecast short_prompt, long_prompt;
     snprintf(cell, size, "-");
+    snprintf(ttft, size, "-");
     if (!profile || *why)
         return;
-    if (k3_forecast_make(profile, dir, mp, 1, &fc, detail, detail_size) == K3_OK) {
+    if (k3_forecast_make(profile, dir, mp, 1, &fc, detail, detail_size) == K3_OK &&
+        k3_forecast_prefill(profile, dir, mp, 512, K3_BATCH_AUTO, -1.0, &short_prompt, detail, detail_size) == K3_OK &&
+        k3_forecast_prefill(profile, dir, mp, 2048, K3_BATCH_AUTO, -1.0, &long_prompt, detail, detail_size) == K3_OK) {
         snprintf(cell, size, "%.2f", fc.seconds);
+        snprintf(ttft, size, "%.0f/%.0f", short_prompt.seconds, long_prompt.seconds);
         *made = fc;
     } else {
         *why = detail;
@@ -47,9 +52,10 @@ void run_memory_list_presets(FILE *f, const char *model_dir) {
     const int have_path = k3_forecast_profile_path(profile, sizeof profile) == K3_OK;
     fprintf(f, "memory presets for the full-scale release (budgets passed to the engine; peak RSS measured by the\n"
                "seed driver with the same budgets; plan = this engine's forecast, 4096-token context; s/token =\n"
-               "forecast for this machine from its measured profile):\n");
-    fprintf(f, "  %-12s %10s %12s %14s %12s %9s  %s\n", "preset", "trunk", "expert cache", "peak RSS (seed)", "plan",
-            "s/token", "");
+               "forecast for this machine from its measured profile; first token = seconds to prefill a 512- and a\n"
+               "2,048-token prompt in the batches the plan allows here):\n");
+    fprintf(f, "  %-12s %10s %12s %14s %12s %9s %11s  %s\n", "preset", "trunk", "expert cache", "peak RSS (seed)", "plan",
+            "s/token", "first token", "");
     const char *why = NULL;
     k3_forecast made = {0};
     for (int i = 0; i < k3_preset_count(); i++) {
@@ -57,22 +63,24 @@ void run_memory_list_presets(FILE *f, const char *model_dir) {
         k3_model_params mp;
         k3_model_params_default(&mp);
         k3_preset_apply(p, &mp);
-        char spt[32];
-        forecast_cell(have_path ? profile : NULL, NULL, &mp, spt, sizeof spt, detail, sizeof detail, &why, &made);
-        fprintf(f, "  %-12s %10s %12s %14s %12s %9s  %s\n", p->name, human((double)p->trunk_bytes, a, sizeof a),
+        char spt[32], ttft[32];
+        forecast_cells(have_path ? profile : NULL, NULL, &mp, spt, ttft, sizeof spt, detail, sizeof detail, &why,
+                       &made);
+        fprintf(f, "  %-12s %10s %12s %14s %12s %9s %11s  %s\n", p->name, human((double)p->trunk_bytes, a, sizeof a),
                 human((double)p->expert_cache_bytes, b, sizeof b), human((double)p->full_scale_peak_rss, c, sizeof c),
-                human((double)p->full_scale_plan, d, sizeof d), spt, p->note);
+                human((double)p->full_scale_plan, d, sizeof d), spt, ttft, p->note);
     }
     k3_model_params mp;
     k3_plan plan;
     char adetail[1024];
     const k3_status s = k3_preset_auto(model_dir, NULL, 0, &mp, &plan, adetail, sizeof adetail);
     if (s == K3_OK) {
-        char spt[32];
-        forecast_cell(have_path ? profile : NULL, model_dir, &mp, spt, sizeof spt, detail, sizeof detail, &why, &made);
-        fprintf(f, "  %-12s %10s %12s %14s %12s %9s  sized from this machine's MemAvailable (%s) for %s\n", "auto",
-                human((double)mp.trunk_bytes, a, sizeof a), human((double)mp.expert_cache_bytes, b, sizeof b), "-",
-                human((double)plan.total, c, sizeof c), spt, human((double)plan.available, d, sizeof d),
+        char spt[32], ttft[32];
+        forecast_cells(have_path ? profile : NULL, model_dir, &mp, spt, ttft, sizeof spt, detail, sizeof detail, &why,
+                       &made);
+        fprintf(f, "  %-12s %10s %12s %14s %12s %9s %11s  sized from this machine's MemAvailable (%s) for %s\n",
+                "auto", human((double)mp.trunk_bytes, a, sizeof a), human((double)mp.expert_cache_bytes, b, sizeof b),
+                "-", human((double)plan.total, c, sizeof c), spt, ttft, human((double)plan.available, d, sizeof d),
                 model_dir ? model_dir : "the release");
     } else
         fprintf(f, "  %-12s refused on this machine for %s: %s\n", "auto", model_dir ? model_dir : "the release",

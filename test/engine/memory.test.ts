@@ -237,9 +237,9 @@ test('--list-presets shows every preset with its budgets, full-scale peak RSS an
       ['server', '110.00 GB', '13.00 GB', '128.00 GB'],
       ['max', '110.00 GB', '109.00 GB', '224.00 GB'],
     ]) {
-      assert.match(r.stdout, new RegExp(`\\n  ${name} +${trunk} +${cache} +${rss} +[\\d.]+ GB +-  \\S`), name);
+      assert.match(r.stdout, new RegExp(`\\n  ${name} +${trunk} +${cache} +${rss} +[\\d.]+ GB +- +-  \\S`), name);
     }
-    assert.match(r.stdout, /\n  auto +[\d.]+ [MG]B +[\d.]+ [MG]B +- +[\d.]+ [MG]B +- +sized from this machine's MemAvailable \(64\.00 GB\)/);
+    assert.match(r.stdout, /\n  auto +[\d.]+ [MG]B +[\d.]+ [MG]B +- +[\d.]+ [MG]B +- +- +sized from this machine's MemAvailable \(64\.00 GB\)/);
     assert.match(r.stdout, /s\/token: machine profile \/nonexistent\/machine-profile\.json cannot be read: run `npm run bench -- scale`/);
   }
 });

@@ -4,7 +4,7 @@
 // failures become EngineErrors carrying the status name and number and the engine's
 // detail. It decides nothing about prompts, caching or scheduling (server/scheduler.ts
 // and the features do).
-import { loadAddon, type ForecastCheck, type NativeGenerateStats, type NativeModel, type NativeOpenProgress, type NativePlan, type NativePreset, type NativeSession } from './addon';
+import { loadAddon, type FirstTokenForecast, type ForecastCheck, type NativeGenerateStats, type NativeModel, type NativeOpenProgress, type NativePlan, type NativePreset, type NativeSession } from './addon';
 import type { Tokenizer } from './tokenizer';
 
 /** k3_status names (native/src/version.c), fixed forever like the numbers. */
@@ -145,6 +145,11 @@ export function enginePresets(): EnginePreset[] {
 /** Seconds per token of the full release per preset on this machine, where it was measured. */
 export function enginePresetForecasts(): Record<string, number> {
   return loadAddon().presetForecasts();
+}
+
+/** Time to first token per preset (512- and 2,048-token prompts), or {} without a profile. */
+export function enginePresetFirstTokens(): Record<string, FirstTokenForecast[]> {
+  return loadAddon().presetFirstTokens();
 }
 
 /** How those forecasts did where this machine's profile was measured, or null. */

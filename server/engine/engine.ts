@@ -99,9 +99,10 @@ export class Model {
     return this.native.vocabSize;
   }
 
-  /** What a context of maxContext positions needs on this model (k3_model_plan). */
+  /** What a context of maxContext positions needs on this model (k3_model_plan), with the
+   * prefill batch sessions get by default (sized by the plan). */
   plan(maxContext: number): NativePlan {
-    return loadAddon().modelPlan(this.native, { maxContext });
+    return loadAddon().modelPlan(this.native, { maxContext, batch: 0 });
   }
 
   /** A new sequence on this model; throws an EngineError when it cannot be allocated. */

@@ -455,6 +455,10 @@ export interface PresetInfo {
    * machine (its measured memory bandwidth and disk speed); absent until the machine has
    * been measured (`npm run bench -- scale`). */
   secondsPerToken?: number;
+  /** The engine's forecast of the time to first token for the released K3 with this preset
+   * on this machine: seconds to prefill a 512- and a 2,048-token prompt, in passes of the
+   * batch its memory plan allows here. Absent with secondsPerToken. */
+  firstTokenSeconds?: { tokens: number; seconds: number }[];
   /** How the forecast did where this machine was measured: forecast against measured on
    * `configurations` configurations of a K3-width slice, `within` of them within 15 %, the
    * largest miss `worst` (a fraction). Absent with the forecast, or when none was recorded. */

@@ -12,7 +12,7 @@ import { CompletionService, type CompletionServiceHost, completionContext } from
 import { ContextRing } from './completion/context';
 import { EditService, type EditServiceHost } from './edit/service';
 import { Documents } from './documents';
-import { engineForecastCheck, enginePresetForecasts, enginePresets } from './engine/engine';
+import { engineForecastCheck, enginePresetFirstTokens, enginePresetForecasts, enginePresets } from './engine/engine';
 import { EngineHost, type MemoryNeed, type SessionSizes } from './engine/host';
 import { invalidRequest, K3Failure } from './errors';
 import {
@@ -208,6 +208,7 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, EditSe
   presets(): PresetInfo[] {
     const forecasts = enginePresetForecasts();
     const check = Object.keys(forecasts).length > 0 ? engineForecastCheck() : null;
+    const firstTokens = Object.keys(forecasts).length > 0 ? enginePresetFirstTokens() : {};
     return [
       { id: 'auto', label: 'Auto', description: 'Budgets sized from the memory this machine has free.' },
       ...enginePresets().map((p) => ({
@@ -218,6 +219,7 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, EditSe
         expertCacheBytes: p.expertCacheBytes,
         peakBytes: p.fullScalePeakRss,
         ...(forecasts[p.name] !== undefined ? { secondsPerToken: forecasts[p.name], ...(check ? { forecastCheck: check } : {}) } : {}),
+        ...(firstTokens[p.name] ? { firstTokenSeconds: firstTokens[p.name].map(({ tokens, seconds }) => ({ tokens, seconds })) } : {}),
       })),
       { id: 'mapped', label: 'Mapped', description: 'Every weight mapped from the shards; the operating system decides what stays in memory.' },
     ];

@@ -264,7 +264,8 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
         if (s != K3_OK)
             return s;
         observe(st, &m->layers[l], K3_SITE_FFN_OUTPUT, l, start, n, d, a, NULL);
-        if (ly->is_moe)
+        /* Not ly: a streamed layer's slot is released above, and the ring may refill it. */
+        if (m->layers[l].is_moe)
             observe(st, &m->layers[l], K3_SITE_ROUTING, l, start, n, m->moe.top_k, NULL, selected);
         for (long i = 0; i < nd; i++)
             r.P[i] += a[i];

@@ -40,6 +40,12 @@ void forward_kda_advance(const model *m, forward_state *st, const float *journal
  * expert's weights are decoded once for all of them. */
 #define FORWARD_DEFAULT_BATCH 128
 
+/* The largest batch K3_BATCH_AUTO sizes: past it a pass's compute dwarfs one read of the
+ * trunk (the full release: about 0.9 s of compute per token on two threads against 77-135
+ * GB of streamed trunk at 0.5-2.6 GB/s, docs/SCALE.md), so larger batches save little and
+ * only take memory. */
+#define FORWARD_MAX_SIZED_BATCH 4096
+
 /* The most positions one pass computes logits for (vocab floats each): a prefill pass
  * needs one; a context cuts a pass wanting more (teacher forcing, verification) to this
  * many, so the staging buffer does not grow with the batch. */

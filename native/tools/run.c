@@ -80,7 +80,7 @@ static int parse_ids(const char *s, int32_t **out) {
 }
 
 static int parse_options(int argc, char **argv, run_options *o) {
-    *o = (run_options){.model_dir = argv[0], .gen = 8, .threads = 1, .batch = 128};
+    *o = (run_options){.model_dir = argv[0], .gen = 8, .threads = 1, .batch = K3_BATCH_AUTO};
     run_memory_init(&o->memory);
     const option table[] = {
         {"--ids", OPTION_TEXT, &o->ids, 0, 0},
@@ -96,7 +96,7 @@ static int parse_options(int argc, char **argv, run_options *o) {
         {"--context-file", OPTION_TEXT, &o->context_file, 0, 0},
         {"--gen", OPTION_INT, &o->gen, 0, 1 << 20},
         {"--threads", OPTION_INT, &o->threads, 1, 1 << 20},
-        {"--batch", OPTION_INT, &o->batch, 1, 1 << 20},
+        {"--batch", OPTION_INT, &o->batch, 0, 1 << 20},
         {"--spec", OPTION_INT, &o->spec, 0, 16},
         {"--incremental", OPTION_FLAG, &o->incremental, 0, 0},
         {"--spec-always", OPTION_FLAG, &o->spec_always, 0, 0},

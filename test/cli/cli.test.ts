@@ -102,6 +102,30 @@ test('k3 bench-scale probes the disk without reading any bytes twice (the second
   assert.ok(blocks.bytes <= shards && blocks.bytes >= shards - 2 * blocks.block, `${blocks.bytes} of ${shards}`);
 });
 
+test('k3 bench-scale --prefill reports the batch, the passes and one read of every streamed layer per pass', () => {
+  const model = ensureFixture({ gate: 'lowerbound' });
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-bench-scale-prefill-'));
+  const out = path.join(dir, 'scale.json');
+  const run = (extra: string[]) => {
+    // A trunk budget of 0.5 MB: two ring slots, every layer streamed.
+    const r = spawnSync(k3Cli, ['bench-scale', model, '--steps', '1', '--prompt-tokens', '4', '--prefill', '300', '--trunk-gb', '0.0005', '--cache-gb', '1', ...extra, '--out', out], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    return JSON.parse(fs.readFileSync(out, 'utf8')).prefill as { tokens: number; batch: number; batch_sized: number; passes: number; trunk_layer_reads: number; streamed_layers: number };
+  };
+  const sized = run([]);
+  const given = run(['--prefill-batch', '128']);
+  fs.rmSync(dir, { recursive: true });
+  assert.ok(sized.streamed_layers > 0, 'the trunk streams');
+  assert.deepEqual([sized.batch_sized, sized.passes], [1, 1]);
+  assert.ok(sized.batch >= 300);
+  assert.deepEqual([given.batch_sized, given.batch, given.passes], [0, 128, 3]);
+  // The ring reads ahead at most its two slots past the last pass.
+  for (const p of [sized, given]) {
+    const extra = p.trunk_layer_reads - p.passes * p.streamed_layers;
+    assert.ok(extra >= 0 && extra <= 2, `${p.trunk_layer_reads} reads in ${p.passes} passes of ${p.streamed_layers} layers`);
+  }
+});
+
 test('k3 bench pairs every decode stretch with a triad and reports the median round', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-bench-'));
   const out = path.join(dir, 'bench.json');

@@ -301,6 +301,29 @@ k3_status k3_forecast_profile_path(char *out, size_t size) {
     return n >= 0 && (size_t)n < size ? K3_OK : K3_ERR_INVALID_ARGUMENT;
 }
 
+/* What both public forecasts start from, checked: the budgets, the hit rate, the machine
+ * profile (the one given, else the default path's) and the model surveyed (the folder, else
+ * the release's shape). On success *m is the caller's to free. */
+static k3_status forecast_inputs(const char *profile, const char *dir, const k3_model_params *mp, double expert_hit_rate,
+                                 forecast_profile *p, model **m, k3_error *err) {
+    char path[4096];
+    if (!mp)
+        return error_set(err, K3_ERR_INVALID_ARGUMENT, "forecast: no budgets given (a mapped model has no forecast)");
+    if (!(expert_hit_rate <= 1.0)) /* NaN too */
+        return error_set(err, K3_ERR_INVALID_ARGUMENT, "forecast: an expert hit rate of %g (0..1, or negative for the assumed one)",
+                         expert_hit_rate);
+    if (!profile) {
+        if (k3_forecast_profile_path(path, sizeof path) != K3_OK)
+            return error_set(err, K3_ERR_INVALID_ARGUMENT,
+                             "no machine profile: set K3_MACHINE_PROFILE, or HOME for ~/.cache/k3/machine-profile.json");
+        profile = path;
+    }
+    const k3_status s = forecast_profile_load(profile, p, err);
+    if (s != K3_OK)
+        return s;
+    return dir ? model_survey(dir, mp, m, err) : presets_release_model(m, err);
+}
+
 k3_status k3_forecast_make(const char *profile, const char *dir, const k3_model_params *mp, int positions,
                            k3_forecast *out, char *detail, size_t detail_size) {
     return k3_forecast_make_at_hit_rate(profile, dir, mp, positions, -1.0, out, detail, detail_size);
@@ -309,29 +332,12 @@ k3_status k3_forecast_make(const char *profile, const char *dir, const k3_model_
 k3_status k3_forecast_prefill(const char *profile, const char *dir, const k3_model_params *mp, int tokens, int batch,
                               double expert_hit_rate, k3_prefill_forecast *out, char *detail, size_t detail_size) {
     k3_error err = {K3_OK, ""};
-    char path[4096];
     forecast_profile p;
     model *m = NULL;
     k3_plan plan;
-    k3_status s = K3_OK;
     memset(out, 0, sizeof *out);
-    if (!mp)
-        s = error_set(&err, K3_ERR_INVALID_ARGUMENT, "forecast: no budgets given (a mapped model has no forecast)");
-    else if (!(expert_hit_rate <= 1.0))
-        s = error_set(&err, K3_ERR_INVALID_ARGUMENT, "forecast: an expert hit rate of %g (0..1, or negative for the assumed one)",
-                      expert_hit_rate);
-    else if (batch < 0)
-        s = error_set(&err, K3_ERR_INVALID_ARGUMENT, "prefill forecast: batch %d (K3_BATCH_AUTO, or at least 1)", batch);
-    if (s == K3_OK && !profile) {
-        if (k3_forecast_profile_path(path, sizeof path) != K3_OK)
-            s = error_set(&err, K3_ERR_INVALID_ARGUMENT,
-                          "no machine profile: set K3_MACHINE_PROFILE, or HOME for ~/.cache/k3/machine-profile.json");
-        profile = path;
-    }
-    if (s == K3_OK)
-        s = forecast_profile_load(profile, &p, &err);
-    if (s == K3_OK)
-        s = dir ? model_survey(dir, mp, &m, &err) : presets_release_model(&m, &err);
+    k3_status s = batch < 0 ? error_set(&err, K3_ERR_INVALID_ARGUMENT, "prefill forecast: batch %d (K3_BATCH_AUTO, or at least 1)", batch)
+                            : forecast_inputs(profile, dir, mp, expert_hit_rate, &p, &m, &err);
     if (s == K3_OK) {
         /* The batch a context for the prompt and a reply would get on this machine. */
         k3_context_params cp;
@@ -353,27 +359,11 @@ k3_status k3_forecast_make_at_hit_rate(const char *profile, const char *dir, con
                                        int positions, double expert_hit_rate, k3_forecast *out, char *detail,
                                        size_t detail_size) {
     k3_error err = {K3_OK, ""};
-    char path[4096];
     forecast_profile p;
     model *m = NULL;
     k3_plan plan;
-    k3_status s = K3_OK;
     memset(out, 0, sizeof *out);
-    if (!mp)
-        s = error_set(&err, K3_ERR_INVALID_ARGUMENT, "forecast: no budgets given (a mapped model has no forecast)");
-    else if (!(expert_hit_rate <= 1.0)) /* NaN too */
-        s = error_set(&err, K3_ERR_INVALID_ARGUMENT, "forecast: an expert hit rate of %g (0..1, or negative for the assumed one)",
-                      expert_hit_rate);
-    if (s == K3_OK && !profile) {
-        if (k3_forecast_profile_path(path, sizeof path) != K3_OK)
-            s = error_set(&err, K3_ERR_INVALID_ARGUMENT,
-                          "no machine profile: set K3_MACHINE_PROFILE, or HOME for ~/.cache/k3/machine-profile.json");
-        profile = path;
-    }
-    if (s == K3_OK)
-        s = forecast_profile_load(profile, &p, &err);
-    if (s == K3_OK)
-        s = dir ? model_survey(dir, mp, &m, &err) : presets_release_model(&m, &err);
+    k3_status s = forecast_inputs(profile, dir, mp, expert_hit_rate, &p, &m, &err);
     if (s == K3_OK)
         s = model_plan(m, &m->inputs, mp, NULL, 1, &plan, &err);
     if (s == K3_OK)

@@ -11,7 +11,8 @@
 import type { CompletionBackend } from '../completion/backend';
 import type { Encoder } from '../completion/layout';
 import type { RemoteBackend } from './backend';
-import { COMPLETION_DEADLINE_TIMEOUTS, ReplyBudget } from './budget';
+import { COMPLETION_DEADLINE_TIMEOUTS } from './budget';
+import { CompletionStream } from './completion-stream';
 
 /** Characters a token is assumed to hold when no tokenizer is known (code averages more). */
 export const CHARS_PER_TOKEN = 3;
@@ -66,14 +67,9 @@ export function remoteCompletionBackend(remote: RemoteBackend, laidOutWith?: Enc
     maxContext: remote.maxContext,
     async run(job, request, stats) {
       const { layout } = request;
-      const t0 = Date.now();
-      let first: number | undefined;
-      let pieces = 0;
       const prompt = estimate ? estimate.decode(layout.ids) : layout.ids;
       const checkpoints = [layout.contextEnd, layout.stableEnd].filter((b) => b > 0 && b < layout.ids.length);
-      const budget = new ReplyBudget(request.maxTokens);
-      job.stage = 'prefill';
-      job.tokens = 0;
+      const stream = new CompletionStream(job, request);
       const end = await remote.stream(
         job,
         'completions',
@@ -90,17 +86,7 @@ export function remoteCompletionBackend(remote: RemoteBackend, laidOutWith?: Enc
         COMPLETION_DEADLINE_TIMEOUTS,
         (data) => {
           const chunk = data as CompletionChunk;
-          const sent = chunk.choices?.[0]?.text;
-          const [text] = typeof sent === 'string' && sent !== '' ? budget.take(sent) : [''];
-          if (text !== '') {
-            if (first === undefined) {
-              first = Date.now();
-              job.stage = 'generate';
-            }
-            pieces++;
-            job.tokens = pieces;
-            request.onText(text);
-          }
+          const close = stream.take(chunk.choices?.[0]?.text);
           const u = chunk.usage;
           if (u) {
             const promptTokens = count(u.prompt_tokens);
@@ -113,18 +99,10 @@ export function remoteCompletionBackend(remote: RemoteBackend, laidOutWith?: Enc
             const generated = count(u.completion_tokens);
             if (generated !== undefined) stats.generatedTokens = generated;
           }
-          return budget.exceeded === undefined ? undefined : 'close';
+          return close;
         },
       );
-      // A server that ignores max_tokens: the completion is what the budget held.
-      if (budget.exceeded !== undefined) remote.log(`remote backend: a completion was cut: ${budget.exceeded}; the stream was closed after ${budget.pieces} pieces and ${budget.bytes} bytes`);
-      const done = Date.now();
-      stats.prefillMs = (first ?? done) - t0;
-      stats.generateMs = first === undefined ? 0 : done - first;
-      // Without usage (a stopped stream, or a server that does not send it): the pieces.
-      if (budget.exceeded !== undefined) stats.generatedTokens = pieces;
-      else if (end === 'stopped' || stats.generatedTokens === 0) stats.generatedTokens = Math.max(stats.generatedTokens, pieces);
-      if (stats.prefilledTokens === 0 && stats.reusedTokens === 0) stats.prefilledTokens = stats.promptTokens;
+      stream.finish(end, stats, (m) => remote.log(m));
     },
   };
 }

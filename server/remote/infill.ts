@@ -17,7 +17,8 @@ import type { CompletionBackend } from '../completion/backend';
 import { type Encoder, FIM_SUFFIX_LINES, FIM_SUFFIX_TOKENS } from '../completion/layout';
 import type { RemoteRoute, RemoteServerKind } from '../../protocol/lsp';
 import type { RemoteBackend } from './backend';
-import { COMPLETION_DEADLINE_TIMEOUTS, ReplyBudget } from './budget';
+import { COMPLETION_DEADLINE_TIMEOUTS } from './budget';
+import { CompletionStream } from './completion-stream';
 import { CHARS_PER_TOKEN, remoteCompletionBackend, TextEstimate } from './completion';
 import { RemoteError } from './http';
 import type { PromptVerdict } from './tokenizer-check';
@@ -115,12 +116,7 @@ export function remoteInfillBackend(remote: RemoteBackend): CompletionBackend {
     maxContext: remote.maxContext === Number.MAX_SAFE_INTEGER ? remote.maxContext : Math.max(0, remote.maxContext - reserve),
     async run(job, request, stats) {
       const { layout } = request;
-      const t0 = Date.now();
-      let first: number | undefined;
-      let pieces = 0;
-      const budget = new ReplyBudget(request.maxTokens);
-      job.stage = 'prefill';
-      job.tokens = 0;
+      const stream = new CompletionStream(job, request);
       const body = {
         input_extra: layout.chunks.map((c) => ({ filename: c.path, text: c.text })),
         input_prefix: layout.fileText,
@@ -140,16 +136,7 @@ export function remoteInfillBackend(remote: RemoteBackend): CompletionBackend {
           COMPLETION_DEADLINE_TIMEOUTS,
           (data) => {
             const chunk = data as InfillChunk;
-            const [text] = typeof chunk.content === 'string' && chunk.content !== '' ? budget.take(chunk.content) : [''];
-            if (text !== '') {
-              if (first === undefined) {
-                first = Date.now();
-                job.stage = 'generate';
-              }
-              pieces++;
-              job.tokens = pieces;
-              request.onText(text);
-            }
+            const close = stream.take(chunk.content);
             const evaluated = count(chunk.tokens_evaluated);
             if (evaluated !== undefined) stats.promptTokens = evaluated;
             const generated = count(chunk.tokens_predicted) ?? count(chunk.timings?.predicted_n);
@@ -160,7 +147,7 @@ export function remoteInfillBackend(remote: RemoteBackend): CompletionBackend {
             if (prefilled !== undefined) stats.prefilledTokens = prefilled;
             // The last event says stop: llama-server sends no [DONE] on this route.
             if (chunk.stop === true) return 'close';
-            return budget.exceeded === undefined ? undefined : 'close';
+            return close;
           },
           (e) => {
             const refusal = infillRefusal(e);
@@ -174,13 +161,7 @@ export function remoteInfillBackend(remote: RemoteBackend): CompletionBackend {
         // Refused for good: this request, and the next ones, go to /v1/completions.
         return remoteCompletionBackend(remote, encoder).run(job, request, stats);
       }
-      if (budget.exceeded !== undefined) remote.log(`remote backend: a completion was cut: ${budget.exceeded}; the stream was closed after ${budget.pieces} pieces and ${budget.bytes} bytes`);
-      const done = Date.now();
-      stats.prefillMs = (first ?? done) - t0;
-      stats.generateMs = first === undefined ? 0 : done - first;
-      if (budget.exceeded !== undefined) stats.generatedTokens = pieces;
-      else if (end === 'stopped' || stats.generatedTokens === 0) stats.generatedTokens = Math.max(stats.generatedTokens, pieces);
-      if (stats.prefilledTokens === 0 && stats.reusedTokens === 0) stats.prefilledTokens = stats.promptTokens;
+      stream.finish(end, stats, (m) => remote.log(m));
     },
   };
 }

@@ -10,15 +10,15 @@
 //     after its first `.` or `(`, and anywhere in the line (mid-line, as training/evaluate.py
 //     cuts); the rest of that line is removed (what the developer is about to type) and the
 //     rest of the file stays after it.
-// Configurations run side by side in one run, each on a fresh server: `plain` (no token
+// Configurations run side by side in one run, one server each: `plain` (no token
 // healing, no junk filter, no FIM: the pipeline before them), `healed` (healing only),
 // `nofim` (healing and the filter), `nosnippets` (all but the snippets of other open
 // documents and the definitions), `nodefs` (all but the definitions) and `default` (and FIM,
 // for a model that has it, and the definitions of the names near the cursor, found in the
 // files the document imports by symbol-index.ts, the bench's stand-in for the editor's
 // language features, gathered and sent by the extension's own DefinitionGatherer before each
-// request). The configurations' servers run side by side, case by case, so the machine's load
-// weighs on all alike. Per set and configuration: exact-line matches, mean
+// request). Every case is asked of each configuration in turn, so a change of the machine's
+// load weighs on all alike. Per set and configuration: exact-line matches, mean
 // edit similarity, empty answers, answers starting with whitespace the real line does not
 // start with, repetition loops and lines over 160 characters shown, what the filter did,
 // p50/p90 latency, snippets and definitions carried and the time to find them; with
@@ -265,8 +265,10 @@ interface Result {
   snippets: number;
   definitions: number;
   contextMs: number;
-  /** Time the bench's symbol index took to gather the definitions (0 without them). */
+  /** Time the bench's symbol index took to gather the definitions (0 without them), and the
+   * definitions the gatherer found for this request (it sends them only when they changed). */
   gatherMs: number;
+  found: number;
   /** Where the time went: prompt tokens read, and the engine's prefill and generation. */
   prefilled: number;
   prefillMs: number;
@@ -285,12 +287,12 @@ interface Held {
 /** Asks for a completion in `doc` at `line`:`character` as the editor does: the definitions
  * gathered and sent first (when `gatherer` is given), then the request; reads the server's
  * numbers for it. */
-async function ask(server: ServerHandle, doc: Held, line: number, character: number, block: boolean, gatherer?: DefinitionGatherer): Promise<Result> {
+async function ask(server: ServerHandle, doc: Held, line: number, character: number, block: boolean, gatherer?: Gatherer): Promise<Result> {
   let gatherMs = 0;
   if (gatherer) {
     const lines = doc.text.split('\n');
     const g0 = performance.now();
-    await gatherer.gather({ uri: doc.uri, version: doc.version, lineAt: (i) => lines[i] ?? '' }, { line, character }, () => false);
+    await gatherer.gatherer.gather({ uri: doc.uri, version: doc.version, lineAt: (i) => lines[i] ?? '' }, { line, character }, () => false);
     gatherMs = performance.now() - g0;
   }
   const list = await server.complete(doc.uri, line, character);
@@ -309,11 +311,18 @@ async function ask(server: ServerHandle, doc: Held, line: number, character: num
     definitions: last?.definitions ?? 0,
     contextMs: last?.contextMs ?? 0,
     gatherMs,
+    found: gatherer?.lastSent ?? 0,
     prefilled: last?.prefilledTokens ?? 0,
     prefillMs: last?.prefillMs ?? 0,
     generated: last?.generatedTokens ?? 0,
     generateMs: last?.generateMs ?? 0,
   };
+}
+
+/** The extension's gatherer over a case's symbol index, and how many definitions it last sent. */
+interface Gatherer {
+  gatherer: DefinitionGatherer;
+  lastSent: number;
 }
 
 /** What one configuration answered to one case: cold (the document just opened) and, with
@@ -333,10 +342,17 @@ async function complete(server: ServerHandle, c: Case, n: number, definitions: b
   const tabs = (c.opened ?? []).map((f) => ({ uri: `file:///bench/${n}/${f.name}`, f }));
   const imported: IndexedDocument[] = (c.imported ?? []).map((f) => ({ uri: `file:///bench/${n}/${f.name}`, languageId: f.languageId, text: f.text }));
   for (const t of tabs) await server.open(t.uri, t.f.languageId, t.f.text);
-  const gathererFor = (doc: Held): DefinitionGatherer | undefined =>
-    definitions
-      ? new DefinitionGatherer(symbolIndex(() => doc, imported), (p) => void server.connection.sendNotification(ContextDefinitionsNotification.type, p))
-      : undefined;
+  const gathererFor = (doc: Held): Gatherer | undefined => {
+    if (!definitions) return undefined;
+    const g: Gatherer = {
+      lastSent: 0,
+      gatherer: new DefinitionGatherer(symbolIndex(() => doc, imported), (p) => {
+        g.lastSent = p.definitions.length;
+        void server.connection.sendNotification(ContextDefinitionsNotification.type, p);
+      }),
+    };
+    return g;
+  };
   const close = (): Promise<void> => server.connection.sendNotification(DidCloseTextDocumentNotification.type, { textDocument: { uri } });
 
   const doc: Held = { uri, languageId: c.languageId, version: 1, text: c.text };
@@ -392,8 +408,10 @@ interface Row {
   snippets: number;
   context_p50_ms: number;
   context_p90_ms: number;
-  /** Mean definitions per prompt, and the bench's symbol index's time to gather them. */
+  /** Mean definitions per prompt, the mean the gatherer sent, and the bench's symbol index's
+   * time to gather them. */
   definitions: number;
+  definitions_sent: number;
   gather_p50_ms: number;
   gather_p90_ms: number;
   /** Means per case: tokens prefilled, prefill ms, tokens generated, generation ms. */
@@ -447,6 +465,7 @@ function rowOf(set: { name: string; cases: Case[] }, config: string, outcomes: O
     context_p50_ms: percentile(results.map((r) => r.contextMs), 0.5),
     context_p90_ms: percentile(results.map((r) => r.contextMs), 0.9),
     definitions: mean(results.map((r) => r.definitions)),
+    definitions_sent: mean(results.map((r) => r.found)),
     gather_p50_ms: percentile(results.map((r) => r.gatherMs), 0.5),
     gather_p90_ms: percentile(results.map((r) => r.gatherMs), 0.9),
     mean_prefilled: mean(results.map((r) => r.prefilled)),
@@ -530,14 +549,14 @@ async function run(): Promise<void> {
   console.log(`\nghost-text quality through the language server: ${path.relative(repoRoot, MODEL) || MODEL}, ${CASES} cases per set and cursor kind, one engine thread, prompts of at most ${MAX_PROMPT || 2048} tokens`);
   console.log(`machine: ${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.cpus().length} cores; 1-minute load ${load0.toFixed(2)} before, ${load1.toFixed(2)} after\n`);
   console.log('Exact lines of a block set are blocks accepted (the suggestion is the real body); saved: the characters of the real bodies before the first difference.');
-  console.log('snippets: per prompt, definitions included; found: the server\'s time to rank them; definitions: per prompt, and the bench\'s symbol index\'s time to gather them.\n');
-  console.log('| set | configuration | cases | exact lines | edit similarity | empty | leading whitespace | loops shown | lines > 160 shown | filter acted | p50 ms | p90 ms | snippets | found p50/p90 ms | definitions | gathered p50/p90 ms | saved |');
+  console.log('snippets: per prompt, definitions included; found: the server\'s time to rank them; definitions: per prompt, sent by the gatherer and laid out by the server, and the bench\'s symbol index\'s time to gather them.\n');
+  console.log('| set | configuration | cases | exact lines | edit similarity | empty | leading whitespace | loops shown | lines > 160 shown | filter acted | p50 ms | p90 ms | snippets | found p50/p90 ms | definitions sent / laid out | gathered p50/p90 ms | saved |');
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
     const f = Object.entries(r.filtered).map(([k, v]) => `${k} ${v}`).join(', ') || '-';
     const saved = r.chars_total ? `${r.chars_saved} of ${r.chars_total} (${((100 * (r.chars_saved ?? 0)) / r.chars_total).toFixed(1)} %)` : '-';
     console.log(
-      `| ${r.set} | ${r.config} | ${r.cases} | ${r.exact} (${((100 * r.exact) / r.cases).toFixed(1)} %) | ${(100 * r.edit_similarity).toFixed(1)} % | ${r.empty} | ${r.leading_whitespace} | ${r.loops_shown} | ${r.long_lines_shown} | ${f} | ${r.p50_ms} | ${r.p90_ms} | ${r.snippets.toFixed(2)} | ${r.context_p50_ms.toFixed(2)} / ${r.context_p90_ms.toFixed(2)} | ${r.definitions.toFixed(2)} | ${r.gather_p50_ms.toFixed(2)} / ${r.gather_p90_ms.toFixed(2)} | ${saved} |`,
+      `| ${r.set} | ${r.config} | ${r.cases} | ${r.exact} (${((100 * r.exact) / r.cases).toFixed(1)} %) | ${(100 * r.edit_similarity).toFixed(1)} % | ${r.empty} | ${r.leading_whitespace} | ${r.loops_shown} | ${r.long_lines_shown} | ${f} | ${r.p50_ms} | ${r.p90_ms} | ${r.snippets.toFixed(2)} | ${r.context_p50_ms.toFixed(2)} / ${r.context_p90_ms.toFixed(2)} | ${r.definitions_sent.toFixed(2)} / ${r.definitions.toFixed(2)} | ${r.gather_p50_ms.toFixed(2)} / ${r.gather_p90_ms.toFixed(2)} | ${saved} |`,
     );
   }
   console.log('\nWhere the time went (means per case):\n');

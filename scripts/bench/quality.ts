@@ -332,16 +332,18 @@ interface Outcome {
   typed?: Result;
 }
 
-/** One case as the editor would have it: its imported files opened as tabs, the document
- * opened and asked cold; then, with --typing, opened again with the cursor's line cut TYPING
+/** One case as the editor would have it: its imported files opened as tabs, then the
+ * document opened and asked cold; or, `typing`, opened with the cursor's line cut TYPING
  * characters earlier, asked (warm, not scored), those characters typed as an incremental
- * change and asked again. With `definitions`, a DefinitionGatherer per opening (the extension
- * holds one across versions: it sends only what changed) over the case's symbol index. */
-async function complete(server: ServerHandle, c: Case, n: number, definitions: boolean): Promise<Outcome> {
+ * change and asked again (that request's result; undefined for a cursor at the line's start).
+ * Cold and typing requests go to different servers: the cold request's answer, cached for
+ * the very same text, would answer the typing one. With `definitions`, a DefinitionGatherer
+ * per opening (the extension holds one across versions: it sends only what changed) over the
+ * case's symbol index. */
+async function complete(server: ServerHandle, c: Case, n: number, definitions: boolean, typing: boolean): Promise<Result | undefined> {
   const uri = `file:///bench/${n}/${path.basename(c.file)}`;
   const tabs = (c.opened ?? []).map((f) => ({ uri: `file:///bench/${n}/${f.name}`, f }));
   const imported: IndexedDocument[] = (c.imported ?? []).map((f) => ({ uri: `file:///bench/${n}/${f.name}`, languageId: f.languageId, text: f.text }));
-  for (const t of tabs) await server.open(t.uri, t.f.languageId, t.f.text);
   const gathererFor = (doc: Held): Gatherer | undefined => {
     if (!definitions) return undefined;
     const g: Gatherer = {
@@ -353,32 +355,30 @@ async function complete(server: ServerHandle, c: Case, n: number, definitions: b
     };
     return g;
   };
-  const close = (): Promise<void> => server.connection.sendNotification(DidCloseTextDocumentNotification.type, { textDocument: { uri } });
-
-  const doc: Held = { uri, languageId: c.languageId, version: 1, text: c.text };
-  await server.open(uri, c.languageId, c.text);
-  const cold = await ask(server, doc, c.line, c.character, !!c.block, gathererFor(doc));
-  await close();
-
-  let typed: Result | undefined;
-  const k = Math.min(TYPING, c.character);
-  if (k > 0) {
+  const k = typing ? Math.min(TYPING, c.character) : 0;
+  if (typing && k === 0) return undefined;
+  for (const t of tabs) await server.open(t.uri, t.f.languageId, t.f.text);
+  let result: Result;
+  if (!typing) {
+    const doc: Held = { uri, languageId: c.languageId, version: 1, text: c.text };
+    await server.open(uri, c.languageId, c.text);
+    result = await ask(server, doc, c.line, c.character, !!c.block, gathererFor(doc));
+  } else {
     const lines = c.text.split('\n');
     const row = lines[c.line];
     const keys = row.slice(c.character - k, c.character);
     lines[c.line] = row.slice(0, c.character - k) + row.slice(c.character);
-    const before: Held = { uri, languageId: c.languageId, version: 1, text: lines.join('\n') };
-    const gatherer = gathererFor(before);
-    await server.open(uri, c.languageId, before.text);
-    await ask(server, before, c.line, c.character - k, !!c.block, gatherer);
+    const doc: Held = { uri, languageId: c.languageId, version: 1, text: lines.join('\n') };
+    const gatherer = gathererFor(doc);
+    await server.open(uri, c.languageId, doc.text);
+    await ask(server, doc, c.line, c.character - k, !!c.block, gatherer);
     await server.type(uri, 2, c.line, c.character - k, keys);
-    // The gatherer reads the document through `before`: now the typed text, version 2.
-    Object.assign(before, { version: 2, text: c.text });
-    typed = await ask(server, before, c.line, c.character, !!c.block, gatherer);
-    await close();
+    // The gatherer reads the document through `doc`: now the typed text, version 2.
+    Object.assign(doc, { version: 2, text: c.text });
+    result = await ask(server, doc, c.line, c.character, !!c.block, gatherer);
   }
-  for (const t of tabs) await server.connection.sendNotification(DidCloseTextDocumentNotification.type, { textDocument: { uri: t.uri } });
-  return { cold, typed };
+  for (const u of [uri, ...tabs.map((t) => t.uri)]) await server.connection.sendNotification(DidCloseTextDocumentNotification.type, { textDocument: { uri: u } });
+  return result;
 }
 
 function mean(xs: number[]): number {
@@ -527,22 +527,27 @@ async function run(): Promise<void> {
     // One server per configuration, all asked each case in turn: a change of load between
     // the configurations' turns is seconds apart, not minutes.
     const multiline = set.cases.some((c) => c.block) ? 'auto' : 'never';
-    const servers: ServerHandle[] = [];
-    for (const config of chosen) servers.push(await serverFor(config, multiline));
+    const servers: Array<{ cold: ServerHandle; typing?: ServerHandle }> = [];
+    for (const config of chosen) servers.push({ cold: await serverFor(config, multiline), typing: TYPING ? await serverFor(config, multiline) : undefined });
     const outcomes: Outcome[][] = chosen.map(() => []);
     for (const c of set.cases) {
       const file = path.relative(repoRoot, c.file);
       let sample = samples.find((s) => s.file === file && s.target === c.target && s.cursor === c.cursor);
       if (!sample) samples.push((sample = { set: set.name, file, cursor: c.cursor, target: c.target }));
       for (const [k, config] of chosen.entries()) {
-        const o = await complete(servers[k], c, n++, CONFIGS[config].definitions);
+        const defs = CONFIGS[config].definitions;
+        const cold = await complete(servers[k].cold, c, n, defs, false);
+        const typed = servers[k].typing ? await complete(servers[k].typing, c, n, defs, true) : undefined;
+        n++;
+        if (!cold) throw new Error(`${c.file}: the cold request gave no result`);
+        const o: Outcome = { cold, typed };
         outcomes[k].push(o);
         byCursor.push({ config, cursor: c.cursor, exact: o.cold.shown === c.target, similarity: similarity(o.cold.shown, c.target) });
         sample[config] = o.cold.shown;
       }
     }
     for (const [k, config] of chosen.entries()) rows.push(rowOf(set, config, outcomes[k]));
-    for (const s of servers) await s.shutdown();
+    for (const s of servers) for (const h of [s.cold, s.typing]) await h?.shutdown();
   }
   const load1 = os.loadavg()[0];
 

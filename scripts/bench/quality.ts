@@ -544,6 +544,7 @@ async function run(): Promise<void> {
         outcomes[k].push(o);
         byCursor.push({ config, cursor: c.cursor, exact: o.cold.shown === c.target, similarity: similarity(o.cold.shown, c.target) });
         sample[config] = o.cold.shown;
+        if (typed) sample[`${config} typing, ${typed.source}`] = typed.shown;
       }
     }
     for (const [k, config] of chosen.entries()) rows.push(rowOf(set, config, outcomes[k]));

@@ -291,6 +291,8 @@ export interface CompletionStats {
   /** Snippets the prompt carried (server/completion/snippets.ts), and the time spent finding
    * them (a cached answer costs about nothing). */
   snippets?: number;
+  /** Of those, the definitions the editor sent (k3/context/definitions). */
+  definitions?: number;
   contextMs?: number;
   prefillMs: number;
   generateMs: number;

@@ -154,6 +154,7 @@ export class CompletionService {
       fim: settings.fim ? backend.fim : undefined,
     });
     const snippetCount = layout.chunkKeys.filter((k) => k.startsWith('snippet:') || k.startsWith('definition:')).length;
+    const definitionCount = layout.chunkKeys.filter((k) => k.startsWith('definition:')).length;
     const fileLines = splitLines(layout.fileText);
     const ppInput: PostprocessInput = {
       linePrefix: layout.linePrefix,
@@ -189,7 +190,7 @@ export class CompletionService {
       // Shaped when it was computed: the rest of a block accepted in part is still that block,
       // though the lines left would not open one where the cursor is now.
       const result: PostprocessResult = { text: cached, final: true };
-      this.record({ ...emptyStats('cache'), snippets: snippetCount, contextMs, promptTokens: layout.ids.length, reusedTokens: layout.ids.length, totalMs: Date.now() - t0 });
+      this.record({ ...emptyStats('cache'), snippets: snippetCount, definitions: definitionCount, contextMs, promptTokens: layout.ids.length, reusedTokens: layout.ids.length, totalMs: Date.now() - t0 });
       const list = item(result);
       this.explain('cache', layout.heal, cached, result, list);
       return list;
@@ -204,6 +205,7 @@ export class CompletionService {
     if (layout.heal) stats.healedText = layout.heal;
     stats.layout = layout.fim ? 'fim' : 'plain';
     stats.snippets = snippetCount;
+    stats.definitions = definitionCount;
     stats.contextMs = contextMs;
     let raw = '';
     try {

@@ -94,6 +94,10 @@ export interface CompletionSettings {
   filter: boolean;
   /** Fill in the middle when the model has FIM tokens (default true). Off only to measure it. */
   fim: boolean;
+  /** Hide the model's latency (default true; `k3.completions.warmup`): prefill the prompt
+   * of the next completion when the editor's context changes, and compute the next
+   * suggestion after one is accepted, both in idle time (server/completion/warmup.ts). */
+  warmup: boolean;
 }
 
 export interface ChatSettings {
@@ -326,6 +330,8 @@ export interface StatusResult {
   /** Requests waiting for the engine, per kind. */
   queued: { completion: number; chat: number };
   lastCompletion?: CompletionStats;
+  /** What warm-up did since the server started (absent before the first). */
+  warmup?: WarmupStats;
   lastChat?: ChatTurnStats;
   /** What the completion session's prefix checkpoints hold now, and the most they may
    * (sized from the model and the completion context); absent while it runs. */
@@ -390,6 +396,47 @@ export namespace StatusRequest {
 export namespace DidChangeStatusNotification {
   export const method = 'k3/didChangeStatus' as const;
   export const type = new NotificationType<StatusResult>(method);
+}
+
+/** Counts of the work done ahead of need (k3.completions.warmup). */
+export interface WarmupStats {
+  /** Prompt-only prefills started on a context change, and of them those a user request,
+   * a newer context or an edit cancelled. */
+  prefills: number;
+  prefillsCancelled: number;
+  /** Suggestions computed ahead after an accept, those cancelled (a keystroke, a request
+   * elsewhere), and those a completion request was answered with. */
+  ahead: number;
+  aheadCancelled: number;
+  aheadServed: number;
+  /** Tokens the last prefill reused and computed. */
+  lastReusedTokens?: number;
+  lastPrefilledTokens?: number;
+}
+
+/** Where the cursor is, as a warm-up needs it. */
+export interface CompletionPositionParams {
+  uri: string;
+  /** The document's version this position belongs to. */
+  version: number;
+  position: { line: number; character: number };
+}
+
+/** `k3/context/didChange` (client -> server): the editor's context for the next completion
+ * changed (a document opened or switched to): the server prefills the prompt a completion at
+ * `position` would use, in idle time, so the next request reuses it. Sent debounced; not
+ * sent with k3.completions.warmup off. */
+export namespace ContextDidChangeNotification {
+  export const method = 'k3/context/didChange' as const;
+  export const type = new NotificationType<CompletionPositionParams>(method);
+}
+
+/** `k3/completion/didAccept` (client -> server): a suggestion was accepted; `position` is
+ * the cursor after the accepted text in `version`. The server computes the next suggestion
+ * there in idle time and caches it; an edit to the document cancels it. */
+export namespace CompletionDidAcceptNotification {
+  export const method = 'k3/completion/didAccept' as const;
+  export const type = new NotificationType<CompletionPositionParams>(method);
 }
 
 /** One definition the editor's language features found for an identifier near the cursor. */

@@ -18,7 +18,9 @@ import {
   ChatBudgetRequest,
   ChatSendRequest,
   ChatStopRequest,
+  CompletionDidAcceptNotification,
   ContextDefinitionsNotification,
+  ContextDidChangeNotification,
   ConversationClearRequest,
   ConversationGetRequest,
   ConversationListRequest,
@@ -152,7 +154,10 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
 
   ctx.documents.listen(connection, {
     opened: (uri) => ctx.ring.opened(uri),
-    edited: (uri, line) => ctx.ring.edited(uri, line),
+    edited: (uri, line) => {
+      ctx.ring.edited(uri, line);
+      ctx.completions.warmup.edited(uri);
+    },
     closed: (uri) => ctx.ring.closed(uri),
     refused: (message) => ctx.log(message),
   });
@@ -167,6 +172,8 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
   // error instead of InvalidParams.
   connection.onRequest(InlineCompletionRequest.type, answer((params, token) => ctx.completions.provide(params, token)));
   connection.onNotification(ContextDefinitionsNotification.type, (params) => ctx.completions.definitions(params));
+  connection.onNotification(ContextDidChangeNotification.type, (params) => void ctx.completions.warmup.contextChanged(params));
+  connection.onNotification(CompletionDidAcceptNotification.type, (params) => void ctx.completions.warmup.accepted(params));
 
   connection.onRequest(StatusRequest.type, () => ctx.status.snapshot());
 

@@ -16,6 +16,7 @@ export const DEFAULT_SETTINGS: ServerSettings = {
     heal: true,
     filter: true,
     fim: true,
+    warmup: true,
   },
   // maxTokens: k3.chat.maxTokens's default (extension/settings.ts).
   chat: { maxTokens: 4096, thinking: true, maxContext: 32768 },
@@ -61,6 +62,7 @@ export function mergeSettings(base: ServerSettings, input: SettingsSection | unk
       heal: bool(c.heal, b.completions.heal),
       filter: bool(c.filter, b.completions.filter),
       fim: bool(c.fim, b.completions.fim),
+      warmup: bool(c.warmup, b.completions.warmup),
     },
     chat: {
       maxTokens: num(chat.maxTokens, b.chat.maxTokens, 1, 1_000_000),

@@ -12,6 +12,7 @@ import type { CompletionBackend } from '../completion/backend';
 import type { Encoder } from '../completion/layout';
 import type { RemoteBackend } from './backend';
 import { COMPLETION_DEADLINE_TIMEOUTS, ReplyBudget } from './budget';
+import { remoteWarm } from './warmup';
 
 /** Characters a token is assumed to hold when no tokenizer is known (code averages more). */
 export const CHARS_PER_TOKEN = 3;
@@ -61,6 +62,7 @@ export function remoteCompletionBackend(remote: RemoteBackend): CompletionBacken
     heals: remote.heals,
     fingerprint: `remote ${remote.where} ${remote.model ?? ''} ${tokenizer ? 'ids' : 'text'}`,
     maxContext: remote.maxContext,
+    warm: (job, layout) => remoteWarm(remote, job, layout, estimate),
     async run(job, request, stats) {
       const { layout } = request;
       const t0 = Date.now();

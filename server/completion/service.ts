@@ -149,7 +149,7 @@ export class CompletionService {
       // though the lines left would not open one where the cursor is now.
       const result: PostprocessResult = { text: cached, final: true };
       this.record({ ...emptyStats('cache'), snippets: p.snippetCount, contextMs: p.contextMs, promptTokens: p.layout.ids.length, reusedTokens: p.layout.ids.length, totalMs: Date.now() - t0 });
-      if (ahead) this.warmup.served();
+      this.warmup.answeredFromCache(p.base, p.before, ahead !== undefined);
       const list = p.item(result);
       this.explain('cache', p.layout.heal, cached, result, list);
       return list;

@@ -14,6 +14,7 @@
 import type { CompletionPositionParams, WarmupStats } from '../../protocol/lsp';
 import { Cancelled, engineFailure } from '../errors';
 import { Job } from '../scheduler';
+import type { StatusReporter } from '../status';
 import type { CompletionServiceHost, Prepared } from './service';
 import { emptyStats } from './service';
 
@@ -42,11 +43,13 @@ export class Warmup {
   private prefillJob: Job | undefined;
   private ahead: Ahead | undefined;
   private pending: PendingAccept | undefined;
+  /** The text the last suggestion computed ahead was for, until a request is served it. */
+  private computed: { base: string; before: string } | undefined;
   readonly stats: WarmupStats = { prefills: 0, prefillsCancelled: 0, ahead: 0, aheadCancelled: 0, aheadServed: 0 };
 
   constructor(
     private readonly service: WarmupService,
-    private readonly ctx: Pick<CompletionServiceHost, 'settings' | 'documents' | 'scheduler' | 'status' | 'log' | 'debug'>,
+    private readonly ctx: Pick<CompletionServiceHost, 'settings' | 'documents' | 'scheduler' | 'log'> & { readonly status: Pick<StatusReporter, 'warmup' | 'changed'> },
   ) {}
 
   private get enabled(): boolean {
@@ -119,8 +122,12 @@ export class Warmup {
     return a.done;
   }
 
-  /** A request was answered with what an ahead computation put in the cache. */
-  served(): void {
+  /** A request for this text was answered from the cache: counted as served ahead when the
+   * last suggestion computed ahead (or `joined`) put it there. */
+  answeredFromCache(base: string, before: string, joined: boolean): void {
+    const c = this.computed;
+    if (!joined && !(c && c.base === base && c.before === before)) return;
+    this.computed = undefined;
     this.stats.aheadServed++;
     this.changed();
   }
@@ -150,6 +157,7 @@ export class Warmup {
     this.changed();
     try {
       await done;
+      this.computed = { base: prepared.base, before: prepared.before };
       this.ctx.log(`warm-up: the next suggestion at ${p.uri} ${p.position.line}:${p.position.character} is cached (prompt ${stats.promptTokens} tokens, reused ${stats.reusedTokens}, generated ${stats.generatedTokens}) in ${Date.now() - t0} ms`);
     } catch (e) {
       if (e instanceof Cancelled) this.stats.aheadCancelled++;

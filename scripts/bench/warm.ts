@@ -20,6 +20,7 @@
 //   --think-ms N    open: from the context change to the keystroke (default 1000)
 //   --debounce-ms N accept: from the accept to the request (default 250, the client's least)
 //   --threads N     engine threads (local) and llama-server -t (default 1)
+//   --backends a,b  which of local,llama-server (default both; llama-server needs the two above)
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import * as fs from 'node:fs';
@@ -43,6 +44,7 @@ const DEBOUNCE_MS = Number(option('debounce-ms', '250'));
 const THREADS = Number(option('threads', '1'));
 const LLAMA = option('llama-server', '');
 const GGUF = option('gguf', '');
+const BACKENDS = option('backends', 'local,llama-server').split(',') as Array<'local' | 'llama-server'>;
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -105,7 +107,13 @@ async function freePort(): Promise<number> {
 /** A llama-server on the GGUF, resolved once /health answers 200. */
 async function startLlama(): Promise<{ base: string; proc: ChildProcess }> {
   const port = await freePort();
-  const proc = spawn(LLAMA, ['-m', GGUF, '--port', String(port), '--host', '127.0.0.1', '-c', '4096', '-np', '1', '-t', String(THREADS), '--no-webui'], { stdio: ['ignore', 'ignore', 'ignore'] });
+  const logFile = path.join(repoRoot, 'out/bench', `warm-llama-server-${port}.log`);
+  fs.mkdirSync(path.dirname(logFile), { recursive: true });
+  const log = fs.openSync(logFile, 'w');
+  const proc = spawn(LLAMA, ['-m', GGUF, '--port', String(port), '--host', '127.0.0.1', '-c', '4096', '-np', '1', '-t', String(THREADS), '--no-webui'], { stdio: ['ignore', log, log] });
+  proc.on('exit', (code, signal) => {
+    if (code !== 0 && signal !== 'SIGTERM') console.error(`\nllama-server exited (${code ?? signal}); its log: ${path.relative(repoRoot, logFile)}`);
+  });
   const base = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 600; i++) {
     if (proc.exitCode !== null) throw new Error(`llama-server exited (${proc.exitCode}) before it answered`);
@@ -126,6 +134,13 @@ async function variant(backend: 'local' | 'llama-server', warmup: boolean): Prom
     init = { modelPath: MODEL, settings, backend: 'remote', remote: { endpoint: llama.base, timeoutMs: 60_000 } };
   }
   const ls = await startServer(init);
+  let stopping = false;
+  // A server that dies would leave the bench waiting for an answer: stop, saying why.
+  ls.proc.on('exit', (code, signal) => {
+    if (stopping) return;
+    console.error(`\nthe ${backend} language server (warm-up ${warmup ? 'on' : 'off'}) exited (${code ?? signal}); its last log lines:\n${ls.logs.slice(-8).join('\n')}`);
+    process.exit(1);
+  });
   await waitReady(ls);
   return {
     name: warmup ? 'warm-up' : 'none',
@@ -133,6 +148,7 @@ async function variant(backend: 'local' | 'llama-server', warmup: boolean): Prom
     ls,
     version: new Map(),
     async stop() {
+      stopping = true;
       await ls.shutdown();
       if (llama) {
         llama.proc.kill('SIGTERM');
@@ -240,13 +256,13 @@ async function main(): Promise<void> {
   const files = sources();
   const load0 = os.loadavg()[0];
   const rows: Row[] = [];
-  const backends: Array<'local' | 'llama-server'> = ['local'];
-  if (LLAMA && GGUF) backends.push('llama-server');
-  else console.log('llama-server: skipped (give --llama-server PATH --gguf FILE)');
+  const backends = BACKENDS.filter((b) => b === 'local' || (LLAMA && GGUF));
+  if (BACKENDS.includes('llama-server') && !(LLAMA && GGUF)) console.log('llama-server: skipped (give --llama-server PATH --gguf FILE)');
   for (const b of backends) {
     console.log(`${b}: ${EVENTS} events per scenario and variant`);
     rows.push(...(await bench(b, files)));
     console.log('');
+    write(rows, load0);
   }
   const load1 = os.loadavg()[0];
   console.log(`\ntime to the first ghost text (the completion request, sent to answered), ms; think ${THINK_MS} ms, debounce ${DEBOUNCE_MS} ms, ${THREADS} thread(s)`);
@@ -254,11 +270,16 @@ async function main(): Promise<void> {
   for (const r of rows) console.log(`${r.backend.padEnd(13)} ${r.scenario.padEnd(9)} ${r.variant.padEnd(9)} ${String(r.events).padStart(6)} ${r.medianMs.toFixed(0).padStart(7)} ${r.p90Ms.toFixed(0).padStart(7)}`);
   for (const r of rows) if (r.warmup && r.scenario === 'open') console.log(`${r.backend} warm-up counts: ${JSON.stringify(r.warmup)}`);
   console.log(`machine: ${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.cpus().length} cores; 1-minute load ${load0.toFixed(2)} before, ${load1.toFixed(2)} after`);
+  write(rows, load0, load1);
+}
+
+/** out/bench/warm.json, rewritten after each backend so a later failure keeps the earlier rows. */
+function write(rows: Row[], load0: number, load1?: number): void {
   const out = path.join(repoRoot, 'out/bench');
   fs.mkdirSync(out, { recursive: true });
   fs.writeFileSync(
     path.join(out, 'warm.json'),
-    JSON.stringify({ model: MODEL, gguf: GGUF || undefined, events: EVENTS, thinkMs: THINK_MS, debounceMs: DEBOUNCE_MS, threads: THREADS, load: [load0, load1], rows }, null, 2),
+    JSON.stringify({ model: MODEL, gguf: GGUF || undefined, events: EVENTS, thinkMs: THINK_MS, debounceMs: DEBOUNCE_MS, threads: THREADS, load: [load0, load1 ?? os.loadavg()[0]], rows }, null, 2),
   );
 }
 

@@ -139,7 +139,10 @@ export class CompletionService {
     // The suggestion computed ahead for this very text (after an accept) is joined, not
     // cancelled: it becomes this request's work.
     const ahead = this.warmup.join(p.base, p.before);
-    if (ahead) await ahead.catch(() => undefined);
+    if (ahead) {
+      await ahead.catch(() => undefined);
+      if (seq !== this.seq) throw new Cancelled('superseded');
+    }
     if (token.isCancellationRequested) throw new Cancelled('cancelled');
 
     const cached = this.cache.get(p.base, p.before);
@@ -155,6 +158,8 @@ export class CompletionService {
       return list;
     }
 
+    // A suggestion computed ahead for other text is of no use now.
+    this.warmup.supersede();
     this.current?.cancel('superseded');
     const job = new Job('completion');
     this.current = job;

@@ -139,6 +139,12 @@ export class Warmup {
     this.cancelAhead();
   }
 
+  /** A request for other text is coming: the suggestion computed ahead (joined or not) and an
+   * accept waiting for its edit are of no use. */
+  supersede(): void {
+    this.cancelAhead();
+  }
+
   private cancelAhead(): void {
     this.pending = undefined;
     this.ahead?.job.cancel('superseded');

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Prepared } from '../../server/completion/service';
 import { Warmup, type WarmupService } from '../../server/completion/warmup';
+import { Cancelled } from '../../server/errors';
 import { Job, Scheduler } from '../../server/scheduler';
 import type { WarmupStats } from '../../protocol/lsp';
 
@@ -139,4 +140,17 @@ test('malformed warm-up params are refused without running anything', async () =
   await w.contextChanged({ uri: 'a', position: { line: 0 } });
   await w.accepted(null);
   assert.equal(calls.length, 0);
+});
+
+test('a request for other text supersedes the suggestion computed ahead, joined or not', async () => {
+  const { w, versions, nextCall } = setup();
+  versions.set('a', 1);
+  const ahead = w.accepted(at('a', 1, 0, 2));
+  const c = await nextCall(0);
+  const joined = w.join('a', '0:2');
+  w.supersede();
+  await assert.rejects(joined!, (e: unknown) => e instanceof Cancelled && e.reason === 'superseded');
+  await ahead;
+  assert.equal(c.job.cancelReason, 'superseded');
+  assert.equal(w.stats.aheadCancelled, 1);
 });

@@ -398,42 +398,36 @@ export namespace DidChangeStatusNotification {
   export const type = new NotificationType<StatusResult>(method);
 }
 
-/** Counts of the work done ahead of need (k3.completions.warmup). */
+/** Counts of the work done ahead of need (k3.completions.warmup): prompt-only prefills on a
+ * context change, suggestions computed after an accept, how many of each were cancelled (a
+ * user request, a newer context, an edit), the requests answered with one computed ahead,
+ * and the tokens the last prefill reused and computed. */
 export interface WarmupStats {
-  /** Prompt-only prefills started on a context change, and of them those a user request,
-   * a newer context or an edit cancelled. */
   prefills: number;
   prefillsCancelled: number;
-  /** Suggestions computed ahead after an accept, those cancelled (a keystroke, a request
-   * elsewhere), and those a completion request was answered with. */
   ahead: number;
   aheadCancelled: number;
   aheadServed: number;
-  /** Tokens the last prefill reused and computed. */
   lastReusedTokens?: number;
   lastPrefilledTokens?: number;
 }
 
-/** Where the cursor is, as a warm-up needs it. */
+/** The cursor in `uri` at `version`, for a warm-up. */
 export interface CompletionPositionParams {
   uri: string;
-  /** The document's version this position belongs to. */
   version: number;
   position: { line: number; character: number };
 }
 
-/** `k3/context/didChange` (client -> server): the editor's context for the next completion
- * changed (a document opened or switched to): the server prefills the prompt a completion at
- * `position` would use, in idle time, so the next request reuses it. Sent debounced; not
- * sent with k3.completions.warmup off. */
+/** `k3/context/didChange` (client -> server, debounced; not sent with warm-up off): a document
+ * was opened or switched to; the server prefills the prompt of a completion at `position`. */
 export namespace ContextDidChangeNotification {
   export const method = 'k3/context/didChange' as const;
   export const type = new NotificationType<CompletionPositionParams>(method);
 }
 
-/** `k3/completion/didAccept` (client -> server): a suggestion was accepted; `position` is
- * the cursor after the accepted text in `version`. The server computes the next suggestion
- * there in idle time and caches it; an edit to the document cancels it. */
+/** `k3/completion/didAccept` (client -> server): a suggestion was accepted, the cursor is
+ * after it; the server computes the next suggestion there into its cache. */
 export namespace CompletionDidAcceptNotification {
   export const method = 'k3/completion/didAccept' as const;
   export const type = new NotificationType<CompletionPositionParams>(method);

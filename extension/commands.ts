@@ -92,6 +92,7 @@ async function selectPreset(ctx: Ctx): Promise<void> {
         peakBytes: p.peakBytes,
         secondsPerToken: p.secondsPerToken,
         forecastCheck: p.forecastCheck,
+        firstTokenSeconds: p.firstTokenSeconds,
       });
     }
   }

@@ -27,6 +27,24 @@ export function modelsUrl(endpoint: string): URL | string {
 }
 
 /** Asks `endpoint` for its models with `apiKey` (if any), giving up after `timeoutMs`. */
+/** Why a fetch failed, as a person reads it: fetch itself says only "fetch failed"; the
+ * system's code is in its cause (or, for several addresses tried, in the cause's errors). */
+export function networkReason(e: Error): string {
+  const cause = (e as { cause?: unknown }).cause as { code?: unknown; errors?: unknown; message?: unknown } | undefined;
+  const inner = Array.isArray(cause?.errors) ? (cause.errors[0] as { code?: unknown } | undefined) : undefined;
+  const code = typeof cause?.code === 'string' ? cause.code : typeof inner?.code === 'string' ? inner.code : undefined;
+  const plain: Record<string, string> = {
+    ECONNREFUSED: 'connection refused (is the server running, and listening on that port?)',
+    ENOTFOUND: 'no such host',
+    EAI_AGAIN: 'the host name could not be resolved now',
+    ECONNRESET: 'the connection was reset',
+    EHOSTUNREACH: 'the host cannot be reached',
+    ETIMEDOUT: 'the connection timed out',
+  };
+  if (code) return plain[code] ? `${plain[code]} [${code}]` : code;
+  return typeof cause?.message === 'string' && cause.message ? cause.message : e.message;
+}
+
 export async function checkEndpoint(
   endpoint: string,
   apiKey: string | undefined,
@@ -43,9 +61,9 @@ export async function checkEndpoint(
       signal: AbortSignal.timeout(timeoutMs),
     });
   } catch (e) {
-    const err = e as Error & { cause?: { code?: string } };
+    const err = e as Error;
     if (err.name === 'TimeoutError') return { ok: false, message: `${where} did not answer within ${timeoutMs / 1000} s` };
-    return { ok: false, message: `${where} failed: ${err.cause?.code ?? err.message}` };
+    return { ok: false, message: `${where} failed: ${networkReason(err)}` };
   }
   if (response.status === 401 || response.status === 403) {
     return { ok: false, message: `${where} refused the API key (HTTP ${response.status}); set it when asked, or with K3: Set Remote API Key` };

@@ -2,7 +2,8 @@
 // against the loaded model's size (how much of it each holds, and whether that fits the
 // memory this machine has available now; a model that fits whole in every preset is said
 // to once, in the picker's placeholder), the recommended one marked, and the engine's
-// forecast of seconds per token for the full K3 when this machine has been measured, with
+// forecast of seconds per token (and to the first token of a 2,048-token prompt) for the full
+// K3 when this machine has been measured, with
 // how far it missed where it was checked (the worst miss beside it, the whole check in the
 // detail). Without a model, the full K3's peak is shown. Pure except availableMemoryBytes(), which
 // reads the OS.
@@ -27,6 +28,9 @@ export interface PresetFacts {
   /** How the forecast did where this machine was measured: `within` of `configurations`
    * configurations of a K3-width slice within 15 %, the largest miss `worst` (a fraction). */
   forecastCheck?: { configurations: number; within: number; worst: number };
+  /** The engine's forecast of seconds to the first token of a prompt of `tokens` tokens
+   * (512 and 2,048) at full scale on this machine; undefined with secondsPerToken. */
+  firstTokenSeconds?: { tokens: number; seconds: number }[];
 }
 
 /** The loaded model, as k3/status describes it. */
@@ -101,8 +105,14 @@ export function presetItems(
     let detail: string;
     let description = marks.join(', ');
     const check = f?.secondsPerToken !== undefined ? f.forecastCheck : undefined;
+    // Time to first token for the longest prompt a completion sends (2,048 tokens).
+    const first = f?.secondsPerToken !== undefined ? f.firstTokenSeconds?.find((t) => t.tokens === 2048) : undefined;
     const forecast =
-      f?.secondsPerToken !== undefined ? `~${formatSeconds(f.secondsPerToken)}/token here${check ? ` (±${Math.round(100 * check.worst)} %)` : ''}` : '';
+      f?.secondsPerToken !== undefined
+        ? `~${formatSeconds(f.secondsPerToken)}/token${first ? `, first token ~${formatSeconds(first.seconds)} (2,048-token prompt)` : ''} here${
+            check ? ` (±${Math.round(100 * check.worst)} %)` : ''
+          }`
+        : '';
     const checked = check
       ? `; forecast checked on this machine: ${check.within} of ${check.configurations} slice configurations within 15 %, the worst off by ${Math.round(100 * check.worst)} %`
       : '';

@@ -4,7 +4,7 @@
 // It takes the configuration as an argument and imports `vscode` only for types, so it runs
 // in unit tests; it does not watch for changes (ctx.ts does).
 import type * as vscode from 'vscode';
-import type { MultilineMode, Role, RoleBackend, SettingsSection } from '../protocol/lsp';
+import type { MultilineMode, RemoteRoute, Role, RoleBackend, SettingsSection } from '../protocol/lsp';
 
 export interface CompletionSettings {
   /** Ghost text while typing; when false only the manual trigger asks. */
@@ -19,6 +19,8 @@ export interface CompletionSettings {
   debounceMs: number | null;
   /** Prefill on context changes and compute the next suggestion after an accept (warmup.ts). */
   warmup: boolean;
+  /** Which route of a remote completions server serves ghost text (`k3.completions.remote.route`). */
+  remoteRoute: RemoteRoute;
 }
 
 export interface ChatSettings {
@@ -204,6 +206,7 @@ export function readSettings(config: ConfigurationSource, workspaceTrusted: bool
       debounceMs:
         typeof debounce === 'number' && Number.isFinite(debounce) ? Math.min(10000, Math.max(0, Math.round(debounce))) : null,
       warmup: bool(config.get<unknown>('completions.warmup'), true),
+      remoteRoute: remoteRoute(config.get<unknown>('completions.remote.route')),
     },
     chat: {
       maxTokens:
@@ -216,6 +219,11 @@ export function readSettings(config: ConfigurationSource, workspaceTrusted: bool
           : DEFAULT_CHAT_MAX_CONTEXT,
     },
   };
+}
+
+/** k3.completions.remote.route: one of the routes, else `auto`. */
+function remoteRoute(v: unknown): RemoteRoute {
+  return v === 'completions' || v === 'infill' ? v : 'auto';
 }
 
 /** Whether a user or workspace set `key` (a default is not a choice). */
@@ -258,6 +266,6 @@ export function readRole(
 
 /** The part of the settings the server uses, in its shape (initializationOptions.settings). */
 export function serverSection(settings: Settings): SettingsSection {
-  const { multiline, maxLines, warmup } = settings.completions;
-  return { completions: { multiline, maxLines, warmup }, chat: { maxTokens: settings.chat.maxTokens, maxContext: settings.chat.maxContext } };
+  const { multiline, maxLines, warmup, remoteRoute } = settings.completions;
+  return { completions: { multiline, maxLines, warmup, remoteRoute }, chat: { maxTokens: settings.chat.maxTokens, maxContext: settings.chat.maxContext } };
 }

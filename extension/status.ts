@@ -112,7 +112,8 @@ export function describeRole(role: Role, r: RoleStatus): string {
   const where = r.backend === 'embedded' ? 'embedded' : `${r.backend} ${r.where}`;
   const model = r.model ?? (r.backend === 'remote' ? 'the server\'s first model' : 'no model');
   const chatOnly = role === 'chat' && r.chats === false ? ', code completion only: cannot chat' : '';
-  return `${ROLE_NAMES[role]}: ${model} (${where}, ${roleState(r)}${chatOnly})`;
+  const memory = r.memoryBytes !== undefined ? `, ${formatBytes(r.memoryBytes)} in memory` : '';
+  return `${ROLE_NAMES[role]}: ${model} (${where}, ${roleState(r)}${memory}${chatOnly})`;
 }
 
 /** Tokens per second of the last chat reply or completion that generated anything. */

@@ -98,7 +98,15 @@ export interface CompletionSettings {
    * of the next completion when the editor's context changes, and compute the next
    * suggestion after one is accepted, both in idle time (server/completion/warmup.ts). */
   warmup: boolean;
+  /** Which route of a remote completions server serves ghost text (`k3.completions.remote.route`,
+   * default `auto`; docs/REMOTE.md, "A FIM coder on llama-server"). */
+  remoteRoute: RemoteRoute;
 }
+
+/** `completions`: `/v1/completions` with our own prompt layout; `infill`: llama-server's
+ * `/infill`, which lays out the model's own FIM tokens from its GGUF; `auto`: `/infill` when
+ * the server is llama-server, prompts go as text and it answers `/infill`. */
+export type RemoteRoute = 'auto' | 'completions' | 'infill';
 
 export interface ChatSettings {
   /** Most tokens of one reply, reasoning included (default 4096; `k3.chat.maxTokens`). A
@@ -287,6 +295,8 @@ export interface CompletionStats {
   /** Snippets the prompt carried (server/completion/snippets.ts), and the time spent finding
    * them (a cached answer costs about nothing). */
   snippets?: number;
+  /** Of those, the definitions the editor sent (k3/context/definitions). */
+  definitions?: number;
   contextMs?: number;
   prefillMs: number;
   generateMs: number;
@@ -358,6 +368,9 @@ export interface RoleStatus {
   error?: K3Problem;
   /** Whether the model was trained for chat (absent while unknown). */
   chats?: boolean;
+  /** A local role's model in memory by its plan (weights and budgets, its sessions'
+   * contexts), in bytes, once loaded; the same figure for both roles when they share it. */
+  memoryBytes?: number;
   /** The role's remote server, for a `remote` role. */
   remote?: RemoteStatus;
 }
@@ -383,6 +396,9 @@ export interface RemoteStatus {
   /** While `phase` is `loading`: `connecting` until the server first answers, `model` while
    * the server answers that it is loading its model. */
   loading?: 'connecting' | 'model';
+  /** For the server of the completions role: the route ghost text goes to, and why. */
+  completionRoute?: 'completions' | 'infill';
+  completionRouteReason?: string;
 }
 
 /** `k3/status`: what the engine is doing now. Answered at once, even while it works. */
@@ -482,6 +498,10 @@ export interface PresetInfo {
    * machine (its measured memory bandwidth and disk speed); absent until the machine has
    * been measured (`npm run bench -- scale`). */
   secondsPerToken?: number;
+  /** The engine's forecast of the time to first token for the released K3 with this preset
+   * on this machine: seconds to prefill a 512- and a 2,048-token prompt, in passes of the
+   * batch its memory plan allows here. Absent with secondsPerToken. */
+  firstTokenSeconds?: { tokens: number; seconds: number }[];
   /** How the forecast did where this machine was measured: forecast against measured on
    * `configurations` configurations of a K3-width slice, `within` of them within 15 %, the
    * largest miss `worst` (a fraction). Absent with the forecast, or when none was recorded. */

@@ -12,9 +12,9 @@ import { CompletionService, type CompletionServiceHost, completionContext } from
 import { ContextRing } from './completion/context';
 import { EditService, type EditServiceHost } from './edit/service';
 import { Documents } from './documents';
-import { engineForecastCheck, enginePresetForecasts, enginePresets } from './engine/engine';
-import { EngineHost, type SessionSizes } from './engine/host';
-import { action, invalidRequest } from './errors';
+import { engineForecastCheck, enginePresetFirstTokens, enginePresetForecasts, enginePresets } from './engine/engine';
+import { EngineHost, type MemoryNeed, type SessionSizes } from './engine/host';
+import { invalidRequest, K3Failure } from './errors';
 import {
   DidReportProblemNotification,
   type InitializationOptions,
@@ -29,9 +29,13 @@ import { Scheduler } from './scheduler';
 import { DEFAULT_SETTINGS, engineThreads, mergeSettings } from './settings';
 import { RemoteBackend } from './remote/backend';
 import { planRoles, ROLES, sameRemote, type RolesPlan } from './roles';
-import { readModelInfo } from './engine/modelInfo';
 import { StatusReporter, type StatusHost } from './status';
 import { WorkspaceStore } from './state/store';
+
+/** Bytes as a person reads them in a refusal: GB with two decimals, MB below a GB. */
+export function memoryText(b: number): string {
+  return b >= 1e9 ? `${(b / 1e9).toFixed(2)} GB` : `${(b / 1e6).toFixed(1)} MB`;
+}
 
 export class ServerCtx implements CompletionServiceHost, ChatServiceHost, EditServiceHost, StatusHost {
   settings: ServerSettings = DEFAULT_SETTINGS;
@@ -53,6 +57,9 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, EditSe
   loadProgressSink: ((p: LoadProgress) => void) | undefined;
   /** Which backend serves each role (roles.ts). */
   plan: RolesPlan = planRoles({});
+  /** The chat role's own local model, when it is not the completions role's (roles.ts
+   * chatEnginePath); undefined: `host` serves every local role. */
+  chatEngine: EngineHost | undefined;
   /** The remote server of each remote role (one object when both name the same server);
    * undefined: the role runs on the local engine. */
   remotes: Record<Role, RemoteBackend | undefined> = { completions: undefined, chat: undefined };
@@ -61,11 +68,7 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, EditSe
     this.status = new StatusReporter(this);
     this.scheduler = new Scheduler(() => this.status.changed());
     this.store = new WorkspaceStore(undefined, (p) => this.reportProblem(p));
-    this.host = new EngineHost(this.scheduler, () => this.store, () => this.sessionSizes(), {
-      changed: () => this.status.changed(),
-      progress: (p) => this.loadProgressSink?.(p),
-      accept: (engine) => void this.chat.renderer(engine),
-    });
+    this.host = this.newHost('both');
     this.ring = new ContextRing(
       (uri) => this.documents.get(uri),
       () => this.roots,
@@ -87,8 +90,12 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, EditSe
     this.settings = mergeSettings(DEFAULT_SETTINGS, opts.settings);
     this.plan = planRoles(opts);
     this.init.modelPath = this.plan.enginePath;
+    if (this.plan.chatEnginePath) this.chatEngine = this.newHost('chat');
     const { completions, chat } = this.plan;
-    if (completions.remote) this.remotes.completions = this.newRemote(completions.remote, completions.modelPath);
+    if (completions.remote) {
+      this.remotes.completions = this.newRemote(completions.remote, completions.modelPath);
+      this.remotes.completions.routeSetting = this.settings.completions.remoteRoute;
+    }
     if (chat.remote) {
       this.remotes.chat = sameRemote(completions.remote, chat.remote) ? this.remotes.completions : this.newRemote(chat.remote, undefined);
     }
@@ -107,6 +114,31 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, EditSe
       legacy: strings(opts.legacyStoragePaths),
       workspace: strings(opts.workspace),
     });
+  }
+
+  /** An engine host: the one that serves both local roles, or the chat role's own. */
+  private newHost(serves: 'both' | 'chat'): EngineHost {
+    return new EngineHost(
+      this.scheduler,
+      () => this.store,
+      () => this.sessionSizes(),
+      {
+        changed: () => this.status.changed(),
+        progress: (p) => this.loadProgressSink?.(p),
+        accept: (engine) => void this.chat.renderer(engine),
+      },
+      serves,
+    );
+  }
+
+  /** The host of the local model that serves chat (and inline edit). */
+  get chatHost(): EngineHost {
+    return this.chatEngine ?? this.host;
+  }
+
+  /** The hosts of the local models, the completions role's first. */
+  get engineHosts(): EngineHost[] {
+    return this.chatEngine ? [this.host, this.chatEngine] : [this.host];
   }
 
   /** A remote backend; `tokenizerDir`: where the completion prompt's tokenizer may be (the
@@ -137,31 +169,27 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, EditSe
     return ROLES.some((r) => this.remotes[r] === undefined);
   }
 
-  /** Why the chat role cannot be served (two different local models), with both numbers;
-   * worked out once, since the plan holds for the server's life. */
-  chatRefusal(): K3Problem | undefined {
-    if (this.refusal === undefined) this.refusal = this.refusalOf(this.plan.conflict) ?? null;
-    return this.refusal ?? undefined;
-  }
-
-  private refusal: K3Problem | null | undefined;
-
-  private refusalOf(c: RolesPlan['conflict']): K3Problem | undefined {
-    if (!c) return undefined;
-    const size = (dir: string): string => {
-      try {
-        return `${(readModelInfo(dir).bytes / 1e9).toFixed(2)} GB of weights`;
-      } catch {
-        return 'size unknown: its config.json cannot be read';
-      }
-    };
-    return {
-      kind: 'no-model',
-      action: action('choose-chat-backend'),
-      message:
-        `Chat is set to the local model at ${c.chat} (${size(c.chat)}) and completions to the one at ${c.completions} ` +
-        `(${size(c.completions)}); the language server holds one local model at a time, so chat is not served. ` +
-        'Point chat at the same model or at a remote server (K3: Choose Chat Backend).',
+  /** The memory check of the chat role's own model, loaded after the completions role's:
+   * both must fit together (their plans: weights, budgets, contexts) in the memory the
+   * machine has available, else the chat model is refused with both numbers. */
+  chatAdmission(chatPath: string): (need: MemoryNeed) => void {
+    return (need) => {
+      const first = this.host.loaded;
+      if (!first || need.available === 0) return;
+      const gb = memoryText;
+      const chatBytes = need.modelBytes + need.contextBytes;
+      const firstBytes = first.need.modelBytes + first.need.contextBytes;
+      if (chatBytes + firstBytes <= need.available) return;
+      throw new K3Failure(
+        'out-of-memory',
+        `Chat is set to the local model at ${chatPath}, which needs ${gb(chatBytes)} (${gb(need.modelBytes)} of weights and budgets, ` +
+          `${gb(need.contextBytes)} of context), and completions to the one at ${first.modelPath}, which holds ${gb(firstBytes)}: ` +
+          `${gb(chatBytes + firstBytes)} together, more than the ${gb(need.available)} this machine has available. ` +
+          'Point chat at the same model or at a remote server (K3: Choose Chat Backend), or choose a smaller memory preset.',
+        undefined,
+        `chat ${chatBytes} B + completions ${firstBytes} B > available ${need.available} B`,
+        'choose-chat-backend',
+      );
     };
   }
 
@@ -180,6 +208,7 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, EditSe
   presets(): PresetInfo[] {
     const forecasts = enginePresetForecasts();
     const check = Object.keys(forecasts).length > 0 ? engineForecastCheck() : null;
+    const firstTokens = Object.keys(forecasts).length > 0 ? enginePresetFirstTokens() : {};
     return [
       { id: 'auto', label: 'Auto', description: 'Budgets sized from the memory this machine has free.' },
       ...enginePresets().map((p) => ({
@@ -190,6 +219,7 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, EditSe
         expertCacheBytes: p.expertCacheBytes,
         peakBytes: p.fullScalePeakRss,
         ...(forecasts[p.name] !== undefined ? { secondsPerToken: forecasts[p.name], ...(check ? { forecastCheck: check } : {}) } : {}),
+        ...(firstTokens[p.name] ? { firstTokenSeconds: firstTokens[p.name].map(({ tokens, seconds }) => ({ tokens, seconds })) } : {}),
       })),
       { id: 'mapped', label: 'Mapped', description: 'Every weight mapped from the shards; the operating system decides what stays in memory.' },
     ];
@@ -212,6 +242,12 @@ export class ServerCtx implements CompletionServiceHost, ChatServiceHost, EditSe
   updateSettings(section: unknown): void {
     this.settings = mergeSettings(this.settings, section);
     this.completions.cache.clear();
+    const remote = this.remotes.completions;
+    if (remote && remote.routeSetting !== this.settings.completions.remoteRoute) {
+      remote.routeSetting = this.settings.completions.remoteRoute;
+      remote.logRoute();
+      this.status.changed();
+    }
   }
 
   reportProblem(p: K3Problem): void {

@@ -13,6 +13,7 @@ import {
 } from 'vscode-languageserver';
 import type { ServerCtx } from './ctx';
 import { loadAddon } from './engine/addon';
+import type { EngineHost, LoadOptions } from './engine/host';
 import { invalidRequest, toResponseError } from './errors';
 import {
   ChatBudgetRequest,
@@ -83,9 +84,11 @@ async function loadModel(
   modelPath: string,
   preset: string,
   progress: WorkDoneProgressReporter | undefined | Promise<WorkDoneProgressReporter | undefined>,
+  host: EngineHost = ctx.host,
+  options: LoadOptions = {},
 ): Promise<ModelLoadResult> {
   const t0 = Date.now();
-  const loading = ctx.host.load(modelPath, preset);
+  const loading = host.load(modelPath, preset, options);
   loading.catch(() => undefined); // handled below; not an unhandled rejection while the reporter comes
   let reporter: WorkDoneProgressReporter | undefined;
   try {
@@ -93,7 +96,7 @@ async function loadModel(
   } catch {
     reporter = undefined;
   }
-  reporter?.begin('Loading the K3 model', 0, modelPath, true);
+  reporter?.begin(host === ctx.host ? 'Loading the K3 model' : 'Loading the chat model', 0, modelPath, true);
   ctx.loadProgressSink = (p) => {
     const d = describeLoad(p);
     reporter?.report(d.percentage ?? 0, d.message);
@@ -108,12 +111,27 @@ async function loadModel(
   }
 }
 
+/** Loads the local models the roles use: the completions role's folder (`modelPath`, or the
+ * one folder both local roles share), then chat's own when it differs, after the first so
+ * that its memory check sees the first one's plan (ServerCtx.chatAdmission). Resolves with
+ * the first load's result; the second's failure is the chat role's status. */
+async function loadModels(ctx: ServerCtx, modelPath: string, preset: string, progress?: WorkDoneProgressReporter): Promise<ModelLoadResult> {
+  const first = loadModel(ctx, modelPath, preset, progress ?? serverProgress(ctx));
+  const chatPath = ctx.plan.chatEnginePath;
+  if (ctx.chatEngine && chatPath) {
+    loadModel(ctx, chatPath, preset, serverProgress(ctx), ctx.chatEngine, { after: first, admit: ctx.chatAdmission(chatPath) }).catch((e: Error) =>
+      ctx.log(`chat model load failed: ${e.message}`),
+    );
+  }
+  return first;
+}
+
 /** A work-done reporter for a load the server starts itself, when the client shows them. */
 async function serverProgress(ctx: ServerCtx): Promise<WorkDoneProgressReporter | undefined> {
   if (!ctx.clientProgress) return undefined;
   try {
     const p = await ctx.connection.window.createWorkDoneProgress();
-    p.token.onCancellationRequested(() => ctx.host.cancelLoad());
+    p.token.onCancellationRequested(() => ctx.engineHosts.forEach((h) => h.cancelLoad()));
     return p;
   } catch {
     return undefined;
@@ -148,7 +166,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
       return;
     }
     // The load starts (phase `loading`) before the first status goes out: no `no-model` flash.
-    loadModel(ctx, modelPath, ctx.preset, serverProgress(ctx)).catch((e: Error) => ctx.log(`model load failed: ${e.message}`));
+    loadModels(ctx, modelPath, ctx.preset).catch((e: Error) => ctx.log(`model load failed: ${e.message}`));
     ctx.status.enable();
   });
 
@@ -189,7 +207,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
       await ctx.store.updateWorkspace({ preset });
       // With a remote backend the choice is kept for when the local engine is used again.
       const reload = ctx.usesEngine ? ctx.host.loaded?.modelPath : undefined;
-      if (reload) await loadModel(ctx, reload, preset, await serverProgress(ctx));
+      if (reload) await loadModels(ctx, reload, preset, await serverProgress(ctx));
       return { preset, reloaded: reload !== undefined };
     }),
   );
@@ -202,17 +220,17 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
       if (p.modelPath !== undefined && typeof p.modelPath !== 'string') throw invalidRequest('k3/model/load: modelPath must be a string');
       const modelPath = p.modelPath || ctx.init.modelPath;
       if (!modelPath) throw invalidRequest('k3/model/load: no modelPath given and none in initializationOptions');
-      token.onCancellationRequested(() => ctx.host.cancelLoad());
+      token.onCancellationRequested(() => ctx.engineHosts.forEach((h) => h.cancelLoad()));
       const progress =
         p.workDoneToken !== undefined ? connection.window.attachWorkDoneProgress(p.workDoneToken) : await serverProgress(ctx);
-      return loadModel(ctx, modelPath, ctx.preset, progress);
+      return loadModels(ctx, modelPath, ctx.preset, progress);
     }),
   );
 
   connection.onRequest(
     ModelUnloadRequest.type,
     answer0(async () => {
-      await ctx.host.unload();
+      for (const h of ctx.engineHosts) await h.unload();
       return null;
     }),
   );
@@ -244,7 +262,7 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
     StateClearRequest.type,
     answer0(async () => {
       ctx.chat.cancelAll();
-      ctx.host.chatHeld = undefined;
+      for (const h of ctx.engineHosts) h.chatHeld = undefined;
       ctx.completions.cache.clear();
       return { removedFiles: await ctx.store.clear() };
     }),

@@ -1,9 +1,10 @@
 // roles.ts - which backend serves each role (ghost text, chat), from the initialize
 // request's options: `roles` when the client names them, else the older single
-// `backend`/`remote` for both. It decides, and checks, the plan the server runs: the one
-// model folder the local engine loads (both local roles share it, loaded once), and the
-// remote servers (two roles naming the same server, model and key share one). It opens
-// nothing and starts nothing; ctx.ts does.
+// `backend`/`remote` for both. It decides, and checks, the plan the server runs: the model
+// folder the local engine loads (both local roles on one folder share it, loaded once; two
+// different folders load one model each, when memory holds both), and the remote servers
+// (two roles naming the same server, model and key share one). It opens nothing and starts
+// nothing; ctx.ts does.
 import type { InitializationOptions, RemoteOptions, Role, RoleBackend } from '../protocol/lsp';
 
 export const ROLES: readonly Role[] = ['completions', 'chat'];
@@ -20,11 +21,12 @@ export interface RolePlan {
 export interface RolesPlan {
   completions: RolePlan;
   chat: RolePlan;
-  /** The folder the local engine loads: the local roles' ('' when no role is local). */
+  /** The folder the local engine loads: the local roles' ('' when no role is local); the
+   * completions role's when both are local. */
   enginePath: string;
-  /** Set when the two roles name different local folders: the chat role is refused with this
-   * (the engine holds one model; the completions role keeps it). */
-  conflict?: { completions: string; chat: string };
+  /** Set when the two roles name different local folders: the chat role's, loaded as a
+   * second model after the first (ctx.ts checks that memory holds both). */
+  chatEnginePath?: string;
 }
 
 const BACKENDS: readonly RoleBackend[] = ['embedded', 'local', 'remote'];
@@ -62,7 +64,7 @@ export function planRoles(opts: InitializationOptions): RolesPlan {
   const local = [completions, chat].filter((p) => p.backend !== 'remote');
   const plan: RolesPlan = { completions, chat, enginePath: local[0]?.modelPath ?? '' };
   if (local.length === 2 && completions.modelPath !== chat.modelPath) {
-    plan.conflict = { completions: completions.modelPath, chat: chat.modelPath };
+    plan.chatEnginePath = chat.modelPath;
   }
   return plan;
 }

@@ -17,6 +17,7 @@ export const DEFAULT_SETTINGS: ServerSettings = {
     filter: true,
     fim: true,
     warmup: true,
+    remoteRoute: 'auto',
   },
   // maxTokens: k3.chat.maxTokens's default (extension/settings.ts).
   chat: { maxTokens: 4096, thinking: true, maxContext: 32768 },
@@ -63,6 +64,7 @@ export function mergeSettings(base: ServerSettings, input: SettingsSection | unk
       filter: bool(c.filter, b.completions.filter),
       fim: bool(c.fim, b.completions.fim),
       warmup: bool(c.warmup, b.completions.warmup),
+      remoteRoute: c.remoteRoute === 'auto' || c.remoteRoute === 'completions' || c.remoteRoute === 'infill' ? c.remoteRoute : b.completions.remoteRoute,
     },
     chat: {
       maxTokens: num(chat.maxTokens, b.chat.maxTokens, 1, 1_000_000),

@@ -13,7 +13,6 @@ import {
   type CompletionStats,
   type WarmupStats,
   DidChangeStatusNotification,
-  type K3Problem,
   type Role,
   type RoleStatus,
   type StatusResult,
@@ -28,18 +27,20 @@ export const NOTIFY_MS = 250;
 /** What the status reads of the server that holds it (ServerCtx implements it), afresh for
  * every snapshot, and where it sends k3/didChangeStatus. */
 export interface StatusHost {
-  readonly host: Pick<EngineHost, 'phase' | 'loaded' | 'loadingInfo' | 'progress' | 'problem'>;
+  readonly host: StatusEngine;
+  /** The local model that serves chat: `host`, or chat's own second model. */
+  readonly chatHost: StatusEngine;
   readonly scheduler: Pick<Scheduler, 'running' | 'queued'>;
   /** Each role's remote server; undefined: the local engine serves the role. */
   readonly remotes: Record<Role, StatusRemote | undefined>;
   readonly plan: Pick<RolesPlan, Role>;
-  chatRefusal(): K3Problem | undefined;
   /** The preset in use. */
   readonly preset: string;
   readonly store: Pick<WorkspaceStore, 'storage'>;
   readonly connection: Pick<Connection, 'sendNotification'>;
 }
 
+type StatusEngine = Pick<EngineHost, 'phase' | 'loaded' | 'loadingInfo' | 'progress' | 'problem'>;
 type StatusRemote = Pick<RemoteBackend, 'phase' | 'problem' | 'running' | 'isRunning' | 'status'>;
 
 /** The scheduler's lane of each role. */
@@ -111,7 +112,7 @@ export class StatusReporter {
     if (this.warmup) s.warmup = this.warmup;
     if (this.lastChat) s.lastChat = this.lastChat;
     if (remote) s.remote = remote.status();
-    const completion = host.loaded?.completion.session;
+    const completion = host.loaded?.completion?.session;
     if (completion && !completion.busy && completion.checkpointLimit !== undefined) {
       s.completionCheckpoints = { ...completion.checkpointUsage(), limit: completion.checkpointLimit };
     }
@@ -130,17 +131,18 @@ export class StatusReporter {
       if (remote.problem && remote.phase !== 'ready') r.error = remote.problem;
       return r;
     }
-    const { host, scheduler } = this.ctx;
-    const refusal = role === 'chat' ? this.ctx.chatRefusal() : undefined;
-    const where = refusal ? plan.modelPath : (host.progress?.modelPath ?? host.loaded?.modelPath ?? plan.modelPath);
-    const info = refusal ? undefined : (host.loadingInfo ?? host.loaded?.info);
+    const { scheduler } = this.ctx;
+    const host = role === 'chat' ? this.ctx.chatHost : this.ctx.host;
+    const where = host.progress?.modelPath ?? host.loaded?.modelPath ?? plan.modelPath;
+    const info = host.loadingInfo ?? host.loaded?.info;
     const busy = host.phase === 'ready' && scheduler.running?.lane === LANE[role];
-    const r: RoleStatus = { backend: plan.backend, where, phase: refusal ? 'no-model' : busy ? 'busy' : host.phase };
+    const r: RoleStatus = { backend: plan.backend, where, phase: busy ? 'busy' : host.phase };
     const name = info?.name ?? (where ? path.basename(where) : '');
     if (name) r.model = name;
     if (info) r.chats = info.chat;
-    if (refusal) r.error = refusal;
-    else if (host.problem && host.phase !== 'ready') r.error = host.problem;
+    const need = host.loaded?.need;
+    if (need) r.memoryBytes = need.modelBytes + need.contextBytes;
+    if (host.problem && host.phase !== 'ready') r.error = host.problem;
     return r;
   }
 

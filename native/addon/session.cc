@@ -261,6 +261,38 @@ Napi::Value PresetForecasts(const Napi::CallbackInfo &info) {
     return out;
 }
 
+// presetFirstTokens() -> { [name]: [{ tokens, seconds, batch, passes }] }: time to first token
+// of the full release for a 512- and a 2,048-token prompt with that preset's budgets on this
+// machine (k3_forecast_prefill, the batch the plan allows here); empty without a profile.
+Napi::Value PresetFirstTokens(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    Napi::Object out = Napi::Object::New(env);
+    static const int lengths[2] = {512, 2048};
+    for (int i = 0; i < k3_preset_count(); i++) {
+        const k3_preset *p = k3_preset_at(i);
+        k3_model_params mp;
+        k3_model_params_default(&mp);
+        k3_preset_apply(p, &mp);
+        Napi::Array rows = Napi::Array::New(env);
+        for (int j = 0; j < 2; j++) {
+            k3_prefill_forecast pf;
+            char detail[512];
+            if (k3_forecast_prefill(nullptr, nullptr, &mp, lengths[j], K3_BATCH_AUTO, -1.0, &pf, detail,
+                                    sizeof detail) != K3_OK)
+                break;
+            Napi::Object o = Napi::Object::New(env);
+            o.Set("tokens", pf.tokens);
+            o.Set("seconds", pf.seconds);
+            o.Set("batch", pf.batch);
+            o.Set("passes", pf.passes);
+            rows.Set(j, o);
+        }
+        if (rows.Length() == 2)
+            out.Set(p->name ? p->name : "", rows);
+    }
+    return out;
+}
+
 // forecastCheck() -> { configurations, within, worst } | null: how the forecast did where the
 // default profile was measured (k3_forecast's check_*, the same in every forecast of one
 // profile): forecast against measured on that many configurations of the slice, how many
@@ -826,6 +858,7 @@ void RegisterSession(Napi::Env env, Napi::Object exports) {
     exports.Set("presets", Napi::Function::New(env, Presets, "presets"));
     exports.Set("presetForecasts", Napi::Function::New(env, PresetForecasts, "presetForecasts"));
     exports.Set("forecastCheck", Napi::Function::New(env, ForecastCheck, "forecastCheck"));
+    exports.Set("presetFirstTokens", Napi::Function::New(env, PresetFirstTokens, "presetFirstTokens"));
     exports.Set("modelPlan", Napi::Function::New(env, ModelPlan, "modelPlan"));
     Session::Register(env, exports);
 }

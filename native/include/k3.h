@@ -185,8 +185,16 @@ int k3_model_layer_count(const k3_model *model);
 typedef struct k3_context_params {
     int max_context; /* positions the sequence may reach; sizes the MLA cache (default 4096) */
     int n_threads;   /* worker threads, >= 1 (default 1) */
-    int batch;       /* tokens per forward pass when decoding many (default 128) */
+    int batch;       /* tokens per forward pass when decoding many (default 128); K3_BATCH_AUTO:
+                        sized by the plan (k3_plan's batch and batch_token_bytes say how) */
 } k3_context_params;
+
+/* params.batch that lets the plan size prefill to memory: where passes read weights (a
+ * streamed trunk, or an expert cache smaller than the pool) every pass reads the trunk once
+ * and each chosen expert once for all its tokens, so the batch grows to what MemAvailable
+ * leaves after the model, the rest of the context and a margin of 1 GiB + 5 %, up to
+ * max_context and at most 4096; where nothing streams it stays 128. */
+#define K3_BATCH_AUTO 0
 
 void k3_context_params_default(k3_context_params *params);
 
@@ -208,7 +216,7 @@ const int32_t *k3_context_tokens(const k3_context *ctx);
 void k3_context_reset(k3_context *ctx);
 
 /* Appends ids[0..n) to the sequence and runs them through the model, in batches of
- * params.batch. logits: NULL, or room for the logits of the last `n_logits` positions of
+ * params.batch (the plan's for K3_BATCH_AUTO). logits: NULL, or room for the logits of the last `n_logits` positions of
  * this call ((n_logits, vocab) floats, n_logits <= n). argmax: NULL, or (n) receiving the
  * greedy next token after every position (this computes logits at every position).
  * K3_ERR_TOKEN for an id outside the vocabulary and K3_ERR_CONTEXT_FULL past max_context
@@ -253,6 +261,9 @@ typedef struct k3_generate_params {
     size_t heal_len;
     const k3_tokenizer *tokenizer; /* the model's tokenizer, needed with heal (read only: it
                                       may be used by another thread meanwhile) */
+    /* May be NULL; told after each verify pass how many draft tokens it checked and how
+     * many it accepted (before the accepted ones reach on_token), with `user`. */
+    void (*on_verify)(void *user, int drafted, int accepted);
 } k3_generate_params;
 
 /* Why k3_generate returned K3_OK. */
@@ -456,7 +467,10 @@ typedef struct k3_plan {
     uint64_t expert_pool;     /* all routed experts, as stored */
     int64_t experts;          /* routed experts in the pool (MoE layers x experts per layer) */
     uint64_t cache_floor;     /* the smallest expert cache (top_k slots) */
-    int max_context, batch;
+    int max_context, batch;   /* batch: tokens per forward pass of a prefill */
+    int batch_sized;          /* 1: the batch was sized by the plan (K3_BATCH_AUTO) */
+    uint64_t batch_token_bytes; /* buffers each token of a batch adds (activations, MLA scores,
+                                   MoE scratch): what limits a sized batch */
 } k3_plan;
 
 /* Plans the checkpoint in dir under params (NULL: mapped) for a context as cp (NULL:
@@ -553,6 +567,28 @@ k3_status k3_forecast_make(const char *profile, const char *dir, const k3_model_
 k3_status k3_forecast_make_at_hit_rate(const char *profile, const char *dir, const k3_model_params *mp,
                                        int positions, double expert_hit_rate, k3_forecast *out, char *detail,
                                        size_t detail_size);
+
+/* Time to first token: the prefill of a prompt of `tokens` tokens forecast as passes of
+ * the batch a context would get (see K3_BATCH_AUTO), each reading the streamed trunk once
+ * and each chosen expert once for all its tokens (the model: native/src/forecast.h). */
+typedef struct k3_prefill_forecast {
+    int tokens, batch, passes;  /* passes = ceil(tokens / batch) */
+    double seconds;             /* the whole prefill */
+    double compute_seconds;     /* summed over passes, with every byte in memory */
+    double disk_seconds;        /* summed over passes: streamed trunk and missed experts */
+    double trunk_read_bytes;    /* passes x the streamed trunk */
+    double expert_read_bytes;
+    int bound;                  /* 1: some pass waits on the disk */
+    int check_configurations, check_within; /* the profile's check, as in k3_forecast */
+    double check_worst;
+} k3_prefill_forecast;
+
+/* The prefill forecast for the checkpoint in dir (NULL: the full-scale release) under mp,
+ * in passes of `batch` (K3_BATCH_AUTO: the plan's for a context of max(4096, tokens + 1)
+ * positions on this machine). expert_hit_rate as for k3_forecast_make_at_hit_rate.
+ * Errors as k3_forecast_make's. */
+k3_status k3_forecast_prefill(const char *profile, const char *dir, const k3_model_params *mp, int tokens, int batch,
+                              double expert_hit_rate, k3_prefill_forecast *out, char *detail, size_t detail_size);
 
 /* Memory counters of a model since it was opened; every context's passes add to them. */
 typedef struct k3_memory_counters {

@@ -53,7 +53,12 @@ struct k3_context {
     int n_checkpoints;
     size_t checkpoint_limit, checkpoint_bytes;
     unsigned long use_clock;
-    context_snapshot rollback; /* generate.c's pre-verification snapshot (kda only) */
+    context_snapshot rollback; /* verify.c's pre-verification snapshot (kda only) */
+    float *journal;            /* (forward_journal_floats(journal_capacity)) the last verify pass's */
+    int journal_capacity;      /* positions the journal holds */
+    const float *verify_rows;  /* (n, vocab) the last verify pass's logits: logits or verify_logits */
+    float *verify_logits;      /* (verify_logits_rows, vocab) for a pass cut into several forward passes */
+    int verify_logits_rows;
     /* generate.c's measured seconds of a serial step and of a verified position (0: not yet),
      * kept across k3_generate calls: they belong to the model, machine and thread count. */
     double spec_step_seconds, spec_position_seconds;
@@ -62,6 +67,16 @@ struct k3_context {
 /* Decodes ids[0..n) after the current sequence (see k3_decode), with argmax of every
  * position in argmax (n) when not NULL. Sets ctx->next. Errors go to ctx->err. */
 k3_status context_decode(k3_context *ctx, const int32_t *ids, int n, float *logits, int n_logits, int32_t *argmax);
+
+/* A verify pass (verify.c): decodes ids[0..n) after the sequence with every position's
+ * argmax (n), remembering enough to cut the sequence back to any of them without a second
+ * pass. *rows receives where the pass's logits (n, vocab) are, valid until the next
+ * decode (the staging buffer itself when one forward pass computed them all, so nothing
+ * is copied). context_verify_keep() then keeps the first `keep` (0..n) of those
+ * positions: the state, length, next token and last logits are then bit for bit those of
+ * decoding only them. */
+k3_status context_verify(k3_context *ctx, const int32_t *ids, int n, int32_t *argmax, const float **rows);
+void context_verify_keep(k3_context *ctx, int keep);
 
 /* Forgets the sequence (state to zero, length 0). */
 void context_clear(k3_context *ctx);

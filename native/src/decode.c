@@ -28,14 +28,20 @@ k3_status k3_context_open(k3_model *km, const k3_context_params *params, k3_cont
     if (params)
         p = *params;
     *out = NULL;
-    if (p.max_context < 1 || p.n_threads < 1 || p.batch < 1) {
+    if (p.max_context < 1 || p.n_threads < 1 || p.batch < 0) {
         error_set(&err, K3_ERR_INVALID_ARGUMENT,
-                  "context parameters: max_context %d, n_threads %d, batch %d: each must be at least 1",
+                  "context parameters: max_context %d, n_threads %d, batch %d: each must be at least 1 (batch: or "
+                  "K3_BATCH_AUTO, 0)",
                   p.max_context, p.n_threads, p.batch);
         error_copy_detail(&err, detail, detail_size);
         return err.status;
     }
     const model *m = km->m;
+    if (p.batch == K3_BATCH_AUTO) { /* sized once, here: the context allocates for it */
+        k3_plan plan;
+        k3_model_plan(km, &p, &plan);
+        p.batch = plan.batch;
+    }
     if (model_check_context(m, &p, &err) != K3_OK) { /* before allocating anything */
         error_copy_detail(&err, detail, detail_size);
         return err.status;
@@ -84,6 +90,8 @@ void k3_context_close(k3_context *c) {
         return;
     context_checkpoints_free(c);
     context_snapshot_free(&c->rollback);
+    free(c->journal);
+    free(c->verify_logits);
     threads_free(c->pool);
     free(c->state.kda);
     free(c->state.mla);

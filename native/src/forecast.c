@@ -169,11 +169,13 @@ static double compute_slowdown(const forecast_profile *p) {
     return m > 1.0 ? m : 1.0;
 }
 
-k3_status forecast_make(const forecast_profile *p, const model *m, const k3_model_params *mp, const k3_plan *plan,
-                        int positions, double hit_rate, k3_forecast *out, k3_error *err) {
+/* One pass of `positions` positions. prefill: the routed experts compute every (token,
+ * expert) pair, the first of each expert at its bytes' cost and the rest at the marginal
+ * cost of a position (g(n) - 1) / (n - 1); a verify pass counts each distinct expert once. */
+static k3_status forecast_pass(const forecast_profile *p, const model *m, const k3_model_params *mp,
+                               const k3_plan *plan, int positions, double hit_rate, int prefill, k3_forecast *out,
+                               k3_error *err) {
     memset(out, 0, sizeof *out);
-    if (positions < 1 || positions > 1024)
-        return error_set(err, K3_ERR_INVALID_ARGUMENT, "forecast: %d positions (1..1024)", positions);
     if (plan->trunk_mapped || plan->experts_mapped)
         return error_set(err, K3_ERR_INVALID_ARGUMENT,
                          "forecast: the %s mapped, so the page cache decides what stays in memory; a forecast needs "
@@ -188,6 +190,9 @@ k3_status forecast_make(const forecast_profile *p, const model *m, const k3_mode
     const double g = verify_factor(p, positions);
     const double E = (double)c->num_experts, k = (double)c->num_experts_per_token;
     const double distinct = E > 0 ? E * (1.0 - pow(1.0 - k / E, positions)) : 0.0;
+    const double marginal = positions > 1 ? (g - 1.0) / (double)(positions - 1) : 0.0;
+    /* Expert computations in bytes' worth of one-token work. */
+    const double expert_work = prefill ? distinct + (k * positions - distinct) * marginal : distinct;
     const double expert_bytes = (double)in->expert_slot_bytes;
     const double hit = hit_rate >= 0.0 ? fmin(hit_rate, 1.0)
                                        : lru_hit_rate((double)plan->expert_slots, (double)plan->experts,
@@ -199,7 +204,7 @@ k3_status forecast_make(const forecast_profile *p, const model *m, const k3_mode
         const forecast_kind *kind = !moe ? &p->dense : c->layer_is_kda[l] ? &p->kda_moe : &p->mla_moe;
         const double per_byte = kind->seconds / kind->bytes;
         const double experts = moe ? distinct : 0.0;
-        const double c_l = per_byte * ((double)in->layer_bytes[l] * g + experts * expert_bytes);
+        const double c_l = per_byte * ((double)in->layer_bytes[l] * g + (moe ? expert_work : 0.0) * expert_bytes);
         f_layer[l] = c_l * kind->ffn_seconds / kind->seconds;
         e_layer[l] = experts * (1.0 - hit) * expert_bytes / p->disk_expert;
         compute += c_l;
@@ -241,6 +246,47 @@ k3_status forecast_make(const forecast_profile *p, const model *m, const k3_mode
     return K3_OK;
 }
 
+k3_status forecast_make(const forecast_profile *p, const model *m, const k3_model_params *mp, const k3_plan *plan,
+                        int positions, double hit_rate, k3_forecast *out, k3_error *err) {
+    if (positions < 1 || positions > 1024) {
+        memset(out, 0, sizeof *out);
+        return error_set(err, K3_ERR_INVALID_ARGUMENT, "forecast: %d positions (1..1024)", positions);
+    }
+    return forecast_pass(p, m, mp, plan, positions, hit_rate, 0, out, err);
+}
+
+k3_status forecast_prefill(const forecast_profile *p, const model *m, const k3_model_params *mp, const k3_plan *plan,
+                           int tokens, int batch, double hit_rate, k3_prefill_forecast *out, k3_error *err) {
+    memset(out, 0, sizeof *out);
+    if (tokens < 1 || tokens > (1 << 20) || batch < 1)
+        return error_set(err, K3_ERR_INVALID_ARGUMENT, "prefill forecast: %d tokens (1..%d) in batches of %d (>= 1)",
+                         tokens, 1 << 20, batch);
+    out->tokens = tokens;
+    out->batch = batch;
+    out->passes = (tokens + batch - 1) / batch;
+    /* The full passes cost the same; the last takes what remains. */
+    const int full = tokens / batch, rest = tokens % batch;
+    for (int i = 0; i < 2; i++) {
+        const int n = i == 0 ? batch : rest, count = i == 0 ? full : rest > 0;
+        if (count == 0)
+            continue;
+        k3_forecast pass;
+        const k3_status s = forecast_pass(p, m, mp, plan, n, hit_rate, 1, &pass, err);
+        if (s != K3_OK)
+            return s;
+        out->seconds += count * pass.seconds;
+        out->compute_seconds += count * pass.compute_seconds;
+        out->disk_seconds += count * pass.disk_seconds;
+        out->trunk_read_bytes += count * pass.trunk_read_bytes;
+        out->expert_read_bytes += count * pass.expert_read_bytes;
+        out->bound |= pass.bound;
+        out->check_configurations = pass.check_configurations;
+        out->check_within = pass.check_within;
+        out->check_worst = pass.check_worst;
+    }
+    return K3_OK;
+}
+
 k3_status k3_forecast_profile_path(char *out, size_t size) {
     const char *env = getenv("K3_MACHINE_PROFILE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     int n;
@@ -255,36 +301,69 @@ k3_status k3_forecast_profile_path(char *out, size_t size) {
     return n >= 0 && (size_t)n < size ? K3_OK : K3_ERR_INVALID_ARGUMENT;
 }
 
+/* What both public forecasts start from, checked: the budgets, the hit rate, the machine
+ * profile (the one given, else the default path's) and the model surveyed (the folder, else
+ * the release's shape). On success *m is the caller's to free. */
+static k3_status forecast_inputs(const char *profile, const char *dir, const k3_model_params *mp, double expert_hit_rate,
+                                 forecast_profile *p, model **m, k3_error *err) {
+    char path[4096];
+    if (!mp)
+        return error_set(err, K3_ERR_INVALID_ARGUMENT, "forecast: no budgets given (a mapped model has no forecast)");
+    if (!(expert_hit_rate <= 1.0)) /* NaN too */
+        return error_set(err, K3_ERR_INVALID_ARGUMENT, "forecast: an expert hit rate of %g (0..1, or negative for the assumed one)",
+                         expert_hit_rate);
+    if (!profile) {
+        if (k3_forecast_profile_path(path, sizeof path) != K3_OK)
+            return error_set(err, K3_ERR_INVALID_ARGUMENT,
+                             "no machine profile: set K3_MACHINE_PROFILE, or HOME for ~/.cache/k3/machine-profile.json");
+        profile = path;
+    }
+    const k3_status s = forecast_profile_load(profile, p, err);
+    if (s != K3_OK)
+        return s;
+    return dir ? model_survey(dir, mp, m, err) : presets_release_model(m, err);
+}
+
 k3_status k3_forecast_make(const char *profile, const char *dir, const k3_model_params *mp, int positions,
                            k3_forecast *out, char *detail, size_t detail_size) {
     return k3_forecast_make_at_hit_rate(profile, dir, mp, positions, -1.0, out, detail, detail_size);
+}
+
+k3_status k3_forecast_prefill(const char *profile, const char *dir, const k3_model_params *mp, int tokens, int batch,
+                              double expert_hit_rate, k3_prefill_forecast *out, char *detail, size_t detail_size) {
+    k3_error err = {K3_OK, ""};
+    forecast_profile p;
+    model *m = NULL;
+    k3_plan plan;
+    memset(out, 0, sizeof *out);
+    k3_status s = batch < 0 ? error_set(&err, K3_ERR_INVALID_ARGUMENT, "prefill forecast: batch %d (K3_BATCH_AUTO, or at least 1)", batch)
+                            : forecast_inputs(profile, dir, mp, expert_hit_rate, &p, &m, &err);
+    if (s == K3_OK) {
+        /* The batch a context for the prompt and a reply would get on this machine. */
+        k3_context_params cp;
+        k3_context_params_default(&cp);
+        if (cp.max_context < tokens + 1)
+            cp.max_context = tokens + 1;
+        cp.batch = batch;
+        s = model_plan(m, &m->inputs, mp, &cp, 0, &plan, &err);
+    }
+    if (s == K3_OK)
+        s = forecast_prefill(&p, m, mp, &plan, tokens, plan.batch, expert_hit_rate, out, &err);
+    model_free(m);
+    if (s != K3_OK)
+        error_copy_detail(&err, detail, detail_size);
+    return s;
 }
 
 k3_status k3_forecast_make_at_hit_rate(const char *profile, const char *dir, const k3_model_params *mp,
                                        int positions, double expert_hit_rate, k3_forecast *out, char *detail,
                                        size_t detail_size) {
     k3_error err = {K3_OK, ""};
-    char path[4096];
     forecast_profile p;
     model *m = NULL;
     k3_plan plan;
-    k3_status s = K3_OK;
     memset(out, 0, sizeof *out);
-    if (!mp)
-        s = error_set(&err, K3_ERR_INVALID_ARGUMENT, "forecast: no budgets given (a mapped model has no forecast)");
-    else if (!(expert_hit_rate <= 1.0)) /* NaN too */
-        s = error_set(&err, K3_ERR_INVALID_ARGUMENT, "forecast: an expert hit rate of %g (0..1, or negative for the assumed one)",
-                      expert_hit_rate);
-    if (s == K3_OK && !profile) {
-        if (k3_forecast_profile_path(path, sizeof path) != K3_OK)
-            s = error_set(&err, K3_ERR_INVALID_ARGUMENT,
-                          "no machine profile: set K3_MACHINE_PROFILE, or HOME for ~/.cache/k3/machine-profile.json");
-        profile = path;
-    }
-    if (s == K3_OK)
-        s = forecast_profile_load(profile, &p, &err);
-    if (s == K3_OK)
-        s = dir ? model_survey(dir, mp, &m, &err) : presets_release_model(&m, &err);
+    k3_status s = forecast_inputs(profile, dir, mp, expert_hit_rate, &p, &m, &err);
     if (s == K3_OK)
         s = model_plan(m, &m->inputs, mp, NULL, 1, &plan, &err);
     if (s == K3_OK)

@@ -54,7 +54,19 @@
  *     into huge pages one reader alone nearly fills this VM's disk, and F measured
  *     0.79-1.08; without it the slice's streamed trunk was forecast 5-23 % fast in four
  *     runs: docs/SCALE.md.)
- * A mapped trunk or mapped experts have no forecast: the page cache decides what stays. */
+ * A mapped trunk or mapped experts have no forecast: the page cache decides what stays.
+ *
+ * Prefill of N tokens (time to first token) in passes of the batch B the plan allows
+ * (K3_BATCH_AUTO: sized to memory where weights stream), ceil(N / B) passes, each as above
+ * with n the pass's tokens and two changes for a batch:
+ *   the trunk is read once per pass, so S / D is paid ceil(N / B) times, not N times
+ *   each routed expert is read once per pass for all its tokens: U_l(n) reads per layer,
+ *     and computes its n top_k / E tokens on average: U_l(n) at its bytes' cost plus the
+ *     n top_k - U_l(n) other (token, expert) pairs at the marginal cost of a position,
+ *     (g(n) - 1) / (n - 1), the slope the verify factors measured (g past the last
+ *     measured count follows the last measured step's slope)
+ * so a prompt's time is about ceil(N / B) x (S / D + expert reads) overlapped as above with
+ * compute that grows with N. */
 #ifndef K3_FORECAST_H
 #define K3_FORECAST_H
 
@@ -96,5 +108,10 @@ double lru_hit_rate(double slots, double pool, double q);
 
 k3_status forecast_make(const forecast_profile *p, const model *dims, const k3_model_params *mp, const k3_plan *plan,
                         int positions, double hit_rate, k3_forecast *out, k3_error *err);
+
+/* The prefill of `tokens` tokens in passes of `batch` (>= 1; the plan's), as above. */
+k3_status forecast_prefill(const forecast_profile *p, const model *dims, const k3_model_params *mp,
+                           const k3_plan *plan, int tokens, int batch, double hit_rate, k3_prefill_forecast *out,
+                           k3_error *err);
 
 #endif

@@ -43,6 +43,17 @@ long forward_mla_cache_floats(const model *m, int capacity) {
     return (long)m->n_mla * capacity * mla_cache_row_floats(&m->mla);
 }
 
+long forward_journal_floats(const model *m, int n) {
+    return (long)m->n_kda * n * kda_journal_row_floats(&m->kda);
+}
+
+void forward_kda_advance(const model *m, forward_state *st, const float *journal, int capacity, int keep,
+                         float *scratch, threads *pool) {
+    const long state = kda_state_floats(&m->kda), rows = (long)capacity * kda_journal_row_floats(&m->kda);
+    for (int i = 0; i < m->n_kda; i++)
+        kda_advance_journal(&m->kda, st->kda + i * state, journal + i * rows, keep, scratch, pool);
+}
+
 static long mixer_scratch(const model *m, int n, int capacity) {
     long s = m->n_kda ? kda_scratch_floats(&m->kda, n) : 0;
     if (m->n_mla) {
@@ -56,8 +67,9 @@ static long mixer_scratch(const model *m, int n, int capacity) {
 }
 
 long forward_scratch_floats(const model *m, int n, int capacity) {
-    /* P, h, x, a: (n, d) each; R: (n, max_blocks, d); scores: (max_blocks + 1); the chosen
-     * experts for an observer: (n, top_k) ints. */
+    /* P, h, x, a: (n, d) each; R: (n, max_blocks, d); max_blocks + 1 spare floats (once the
+     * mix's scores, which each thread now keeps on its stack; left so that the memory plan's
+     * figures do not move); the chosen experts for an observer: (n, top_k) ints. */
     return (long)n * m->hidden * (4 + max_blocks(m)) + max_blocks(m) + 1 + (long)n * m->moe.top_k +
            mixer_scratch(m, n, capacity);
 }
@@ -105,19 +117,49 @@ static void res_mix(const float *const *v, int count, const float *w, int d, flo
 typedef struct {
     const model *m;
     int n, d, n_banked;
-    float *P, *R, *score;
+    float *P, *R;
 } residuals;
 
-/* h[t] = Mix(R[t] + [P[t]], w) for every token of the batch. */
-static void mix_all(residuals *r, const float *w, float *h) {
+/* A site's per-token work before a product: h[t] = Mix(R[t] + [P[t]], query) (or P[t]
+ * when query is NULL), then x[t - first] = RMSNorm(h[t], gamma) for tokens [t0, t1).
+ * Tokens are independent, so a batch's are split across the pool (1-thread prefill spent
+ * about a tenth of its time here, which a second thread left serial); each token computes
+ * the same bits on any thread. */
+typedef struct {
+    const residuals *r;
+    const float *query, *gamma;
+    float *h, *x;
+    int first;
+} site_job;
+
+static void site_tokens(void *arg, int t0, int t1) {
+    const site_job *j = arg;
+    const residuals *r = j->r;
     const int d = r->d, nb = max_blocks(r->m);
     const float *cand[64];
-    for (int t = 0; t < r->n; t++) {
-        for (int i = 0; i < r->n_banked; i++)
-            cand[i] = r->R + ((long)t * nb + i) * d;
-        cand[r->n_banked] = r->P + (long)t * d;
-        res_mix(cand, r->n_banked + 1, w, d, r->m->norm_eps, r->score, h + (long)t * d);
+    float score[64];
+    for (int t = j->first + t0; t < j->first + t1; t++) {
+        float *h = j->h + (long)t * d;
+        if (!j->query) {
+            memcpy(h, r->P + (long)t * d, sizeof(float) * d);
+        } else {
+            for (int i = 0; i < r->n_banked; i++)
+                cand[i] = r->R + ((long)t * nb + i) * d;
+            cand[r->n_banked] = r->P + (long)t * d;
+            res_mix(cand, r->n_banked + 1, j->query, d, r->m->norm_eps, score, h);
+        }
+        ops_rmsnorm(h, j->gamma, d, r->m->norm_eps, j->x + (long)(t - j->first) * d);
     }
+}
+
+/* Tokens per chunk of a site's work: a token's mix and norm take a few microseconds, about
+ * what handing a chunk to a worker costs; below 2 chunks the caller does it alone. */
+#define SITE_GRAIN 8
+
+static void site_inputs(const residuals *r, const float *query, const float *gamma, int first, float *h, float *x,
+                        threads *pool) {
+    site_job job = {r, query, gamma, h, x, first};
+    threads_run(pool, r->n - first, SITE_GRAIN, site_tokens, &job);
 }
 
 static void bank(residuals *r) {
@@ -139,13 +181,18 @@ static void embed_row(const kernels_matrix *e, int32_t id, float *out) {
 
 static void token_mixer(const model *m, const model_layer *ly, forward_state *st, int start, const float *x, int n,
                         float *out, float *scratch, const kernels_impl *impl, threads *pool) {
-    if (ly->is_kda)
+    if (ly->is_kda) {
+        float *journal = NULL; /* the rows of these positions in this layer's journal */
+        if (st->journal)
+            journal = st->journal + ((long)ly->state_index * st->journal_capacity + (start - st->journal_start)) *
+                                        kda_journal_row_floats(&m->kda);
         kda_forward(&m->kda, &ly->kda, st->kda + (long)ly->state_index * kda_state_floats(&m->kda), x, n, out,
-                    scratch, impl, pool);
-    else
+                    scratch, journal, impl, pool);
+    } else {
         mla_forward(&m->mla, &ly->mla,
                     st->mla + (long)ly->state_index * st->capacity * mla_cache_row_floats(&m->mla), start, x, n,
                     out, scratch, impl, pool);
+    }
 }
 
 static k3_status channel_mixer(const model *m, const model_layer *ly, const float *x, int n, float *out,
@@ -161,11 +208,10 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
                             float *logits, float *scratch, const kernels_impl *impl, threads *pool, k3_error *err) {
     const int d = m->hidden, nb = max_blocks(m);
     const long nd = (long)n * d;
-    residuals r = {m, n, d, 0, scratch, NULL, NULL};
+    residuals r = {m, n, d, 0, scratch, NULL};
     float *h = r.P + nd, *x = h + nd, *a = x + nd;
     r.R = a + nd;
-    r.score = r.R + nd * nb;
-    int *selected = (int *)(r.score + nb + 1); /* (n, top_k) for an observer */
+    int *selected = (int *)(r.R + nd * nb + nb + 1); /* (n, top_k) for an observer */
     float *mix_scratch = (float *)(selected + (long)n * m->moe.top_k);
 
     for (int t = 0; t < n; t++) {
@@ -195,15 +241,11 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
         }
         const int block_start = m->attn_res_block > 0 && l % m->attn_res_block == 0;
         /* Attention site. Without attention residuals P is the plain residual stream. */
-        if (m->attn_res_block == 0 || r.n_banked == 0)
-            memcpy(h, r.P, sizeof(float) * nd);
-        else
-            mix_all(&r, ly->attn_res_query, h);
+        site_inputs(&r, m->attn_res_block == 0 || r.n_banked == 0 ? NULL : ly->attn_res_query, ly->input_norm, 0, h,
+                    x, pool);
         if (block_start)
             bank(&r); /* the RAW block sum, not h; the new block's sum starts from nothing */
         observe(st, &m->layers[l], K3_SITE_ATTN_INPUT, l, start, n, d, h, NULL);
-        for (int t = 0; t < n; t++)
-            ops_rmsnorm(h + (long)t * d, ly->input_norm, d, m->norm_eps, x + (long)t * d);
         token_mixer(m, ly, st, start, x, n, a, mix_scratch, impl, pool);
         observe(st, &m->layers[l], K3_SITE_ATTN_OUTPUT, l, start, n, d, a, NULL);
         if (block_start)
@@ -212,13 +254,8 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
             for (long i = 0; i < nd; i++)
                 r.P[i] += a[i];
         /* FFN site: sees this layer's attention output. */
-        if (m->attn_res_block == 0)
-            memcpy(h, r.P, sizeof(float) * nd);
-        else
-            mix_all(&r, ly->mlp_res_query, h);
+        site_inputs(&r, m->attn_res_block == 0 ? NULL : ly->mlp_res_query, ly->post_norm, 0, h, x, pool);
         observe(st, &m->layers[l], K3_SITE_FFN_INPUT, l, start, n, d, h, NULL);
-        for (int t = 0; t < n; t++)
-            ops_rmsnorm(h + (long)t * d, ly->post_norm, d, m->norm_eps, x + (long)t * d);
         const k3_status s = channel_mixer(m, ly, x, n, a, st->observe ? selected : NULL, mix_scratch, impl, pool, err);
         if (m->trunk) {
             fault_disarm(&held);
@@ -227,7 +264,8 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
         if (s != K3_OK)
             return s;
         observe(st, &m->layers[l], K3_SITE_FFN_OUTPUT, l, start, n, d, a, NULL);
-        if (ly->is_moe)
+        /* Not ly: a streamed layer's slot is released above, and the ring may refill it. */
+        if (m->layers[l].is_moe)
             observe(st, &m->layers[l], K3_SITE_ROUTING, l, start, n, m->moe.top_k, NULL, selected);
         for (long i = 0; i < nd; i++)
             r.P[i] += a[i];
@@ -236,12 +274,8 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
     if (!logits || first_out >= n)
         return K3_OK;
     const int n_out = n - first_out;
-    if (m->attn_res_block == 0)
-        memcpy(h, r.P, sizeof(float) * nd);
-    else
-        mix_all(&r, m->out_res_query, h);
-    for (int t = first_out; t < n; t++)
-        ops_rmsnorm(h + (long)t * d, m->final_norm, d, m->norm_eps, x + (long)(t - first_out) * d);
+    /* Only the rows with logits: h is not shown to an observer here. */
+    site_inputs(&r, m->attn_res_block == 0 ? NULL : m->out_res_query, m->final_norm, first_out, h, x, pool);
     observe(st, NULL, K3_SITE_FINAL_NORM, -1, start + first_out, n_out, d, x, NULL);
     kernels_matmul(impl, &m->lm_head, x, d, n_out, logits, m->vocab, pool);
     observe(st, NULL, K3_SITE_LOGITS, -1, start + first_out, n_out, m->vocab, logits, NULL);

@@ -1,10 +1,11 @@
 /* generate.c - k3_generate(): greedy generation, optionally speculative. Each forward pass
  * verifies the pending token (the model's own choice) plus up to spec_max drafted tokens
  * in one batched pass, accepts the longest draft prefix greedy decode would have produced
- * and takes the model's token after it. The KDA state is recurrent and updated in place,
- * so a partial acceptance restores the snapshot taken before the pass and replays only the
- * accepted tokens; MLA rows past the accepted point are simply left behind. With the
- * batch-invariant kernels the output is bit-identical to serial decode by construction.
+ * and takes the model's token after it. A partial acceptance costs no second pass: the
+ * verify pass (verify.c) keeps what each position fed the KDA state, and keeping the
+ * accepted positions reruns only their recurrence; MLA rows past the accepted point are
+ * simply left behind. With the batch-invariant kernels the output, the state and the
+ * last logits are bit-identical to serial decode by construction.
  *
  * The last emitted token is not decoded: nobody has asked for the logits after it yet,
  * and on a large model a pass costs seconds. The sequence therefore holds every generated
@@ -12,13 +13,12 @@
  *
  * Speculation must pay for itself. Where decode is memory-bound (the real model, experts
  * streamed) a verified position costs a fraction of a serial step; where the weights sit
- * in the CPU's cache (a small model) it costs about a whole one, and a partial acceptance
- * adds a replay pass. So the wall-clock cost of a serial step and of a verified position
- * are measured as generation goes (and kept in the context for the next call), and a
- * draft is only as long as the expected accepted run pays for. When nothing pays,
- * drafting pauses for a doubling number of steps; after a pause one round at the
- * drafter's own length measures again, unless even perfect drafts could not pay.
- * (spec_always turns this off.) Only the speed depends on it: which steps draft never
+ * in the CPU's cache (a small model) it costs about a whole one. So the wall-clock cost
+ * of a serial step and of a verified position are measured as generation goes (and kept
+ * in the context for the next call), and a draft is only as long as the expected
+ * accepted run pays for. When nothing pays, drafting pauses for a doubling number of
+ * steps; after a pause one round at the drafter's own length measures again, unless even
+ * perfect drafts could not pay. (spec_always turns this off.) Only the speed depends on it: which steps draft never
  * changes the output. */
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +44,8 @@ static double blend(double avg, double x) {
 
 /* The draft length (0..max) that maximises expected tokens per second when each drafted
  * token is accepted with probability a: a round of n drafts emits 1 + a + .. + a^n tokens
- * and costs n + 1 verified positions, plus a replay of the kept tokens unless all n land. */
+ * and costs n + 1 verified positions (their measured cost includes cutting a partial
+ * acceptance back, which reads no weights). */
 static int pace_length(const pace *p, double a, int max) {
     const double r = p->position / p->step; /* a verified position, in serial steps */
     int best = 0;
@@ -53,7 +54,7 @@ static int pace_length(const pace *p, double a, int max) {
     for (int n = 1; n <= max; n++) {
         an *= a;
         tokens += an;
-        const double cost = r * ((n + 1) + (1.0 - an) * tokens);
+        const double cost = r * (n + 1);
         if (tokens / cost > best_rate) {
             best_rate = tokens / cost;
             best = n;
@@ -189,13 +190,12 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
         return s;
     pace pc = {c->spec_step_seconds, c->spec_position_seconds, 0, 0};
     draft *d = NULL;
-    float *heal_logits = NULL; /* (SPEC_MAX + 1, vocab) a verify pass's rows, while healing */
     if (params->spec_max > 0) {
         if ((s = draft_new(&d, &c->err)) != K3_OK ||
             (s = draft_set_material(d, params->context_ids, params->n_context_ids, &c->err)) != K3_OK)
             goto done;
     }
-    int32_t batch[SPEC_MAX + 1], verdict[SPEC_MAX + 1];
+    int32_t batch[SPEC_MAX + 1], argmax[SPEC_MAX + 1], verdict[SPEC_MAX + 1];
     for (;;) {
         if (emit(&r, pending))
             break;
@@ -226,20 +226,14 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
                 n_draft = heal_allowed_prefix(&r.h, r.h.done, batch + 1, n_draft);
         }
         batch[0] = pending;
-        if (n_draft > 0 && (s = context_snapshot_take(c, &c->rollback, 0)) != K3_OK)
-            break;
-        /* While healing, the verdicts of a verify pass need their rows' logits. */
         const int constrained = n_draft > 0 && heal_active(&r.h);
-        if (constrained && !heal_logits && !(heal_logits = malloc(sizeof(float) * (size_t)(SPEC_MAX + 1) * vocab))) {
-            s = error_set(&c->err, K3_ERR_OUT_OF_MEMORY, "k3_generate: out of memory for healing's logits");
-            break;
-        }
         stats->forward_passes++;
         const double t0 = io_now();
-        if ((s = context_decode(c, batch, n_draft + 1, constrained ? heal_logits : NULL, constrained ? n_draft + 1 : 0,
-                                n_draft ? verdict : NULL)) != K3_OK)
+        const float *rows = NULL; /* (n_draft + 1, vocab) the verify pass's logits, for healing's verdicts */
+        s = n_draft > 0 ? context_verify(c, batch, n_draft + 1, argmax, &rows) : context_decode(c, batch, 1, NULL, 0, NULL);
+        if (s != K3_OK)
             break;
-        const double seconds = io_now() - t0;
+        double seconds = io_now() - t0;
         if (n_draft == 0) {
             pc.step = blend(pc.step, seconds);
             pending = c->next;
@@ -247,20 +241,20 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
                 break;
             continue;
         }
+        memcpy(verdict, argmax, sizeof(int32_t) * (size_t)(n_draft + 1));
         if (constrained) {
             /* verdict[i] is the token after batch[0..i]: constrained while bytes remain
              * after them (the drafts were allowed, so the offsets follow them). */
             size_t at = r.h.done;
             for (int i = 0; i <= n_draft && at < r.h.n; i++) {
-                if ((s = heal_next(&r, at, heal_logits + (size_t)i * vocab, &verdict[i])) != K3_OK) {
-                    context_snapshot_restore(c, &c->rollback);
+                if ((s = heal_next(&r, at, rows + (size_t)i * vocab, &verdict[i])) != K3_OK) {
+                    context_verify_keep(c, 0);
                     goto done;
                 }
                 if (i < n_draft)
                     at = heal_advance(&r.h, at, batch[i + 1]);
             }
         }
-        pc.position = blend(pc.position, seconds / (n_draft + 1));
         stats->rounds++;
         stats->drafted += n_draft;
         int accepted = 0;
@@ -268,21 +262,18 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
             accepted++;
         draft_feedback(d, n_draft, accepted);
         stats->accepted += accepted;
+        if (params->on_verify)
+            params->on_verify(params->user, n_draft, accepted);
         /* Emit the accepted drafts; one may end generation early. */
         int used = 0, ended = 0;
         while (used < accepted && !ended)
             ended = emit(&r, batch[1 + used++]);
-        const int keep = 1 + used; /* tokens of this pass that belong to the sequence */
-        if (keep < n_draft + 1) {
-            context_snapshot_restore(c, &c->rollback);
-            if (ended) {
-                /* batch[used] was emitted last and stays undecoded, like any last token. */
-                if (keep - 1 > 0 && (s = context_decode(c, batch, keep - 1, NULL, 0, NULL)) != K3_OK)
-                    break;
-            } else if ((s = context_decode(c, batch, keep, NULL, 0, NULL)) != K3_OK) {
-                break;
-            }
-        }
+        /* The sequence keeps this pass's tokens up to the last emitted; batch[used] is
+         * that one when generation ended, and stays undecoded like any last token. */
+        const double t1 = io_now();
+        context_verify_keep(c, ended ? used : 1 + used);
+        seconds += io_now() - t1;
+        pc.position = blend(pc.position, seconds / (n_draft + 1));
         if (ended)
             break;
         pending = verdict[accepted];
@@ -291,6 +282,5 @@ done:
     c->spec_step_seconds = pc.step;
     c->spec_position_seconds = pc.position;
     draft_free(d);
-    free(heal_logits);
     return s;
 }

@@ -14,9 +14,24 @@ long kda_state_floats(const kda_dims *dm) {
     return (long)dm->heads * dm->head_dim * dm->head_dim + 3L * (dm->conv_k - 1) * p;
 }
 
+/* Journal row of one token: pre-conv q, k, v (3, P), then the normalised k (P), v (P),
+ * the decay (P) and beta (H). */
+long kda_journal_row_floats(const kda_dims *dm) {
+    const long p = (long)dm->heads * dm->head_dim;
+    return 6 * p + dm->heads;
+}
+
 long kda_scratch_floats(const kda_dims *dm, int n) {
     const long p = (long)dm->heads * dm->head_dim;
     return (long)n * (6 * p + dm->gate_rank + dm->heads) + 2 * p;
+}
+
+/* Shifts one token's pre-conv projection u (P) into the history hist (conv_k-1, P). */
+static void conv_shift(float *hist, int k, int p, const float *u) {
+    if (k > 1) {
+        memmove(hist, hist + p, sizeof(float) * (size_t)(k - 2) * p);
+        memcpy(hist + (long)(k - 2) * p, u, sizeof(float) * p);
+    }
 }
 
 /* Causal depthwise conv of one token's projection u (P) with the carried pre-conv history
@@ -31,10 +46,7 @@ static void short_conv(const float *taps, float *hist, int k, int p, const float
         y[c] = acc;
     }
     ops_silu_n(y, p);
-    if (k > 1) {
-        memmove(hist, hist + p, sizeof(float) * (size_t)(k - 2) * p);
-        memcpy(hist + (long)(k - 2) * p, u, sizeof(float) * p);
-    }
+    conv_shift(hist, k, p, u);
 }
 
 /* One key row of a head's state (d values): decay it by alpha, then add it times k_i into
@@ -45,6 +57,14 @@ static inline void row_decay_read(float *restrict row, int d, float alpha, float
         row[j] *= alpha;
         u[j] += row[j] * k_i;
     }
+}
+
+/* The delta write of one key row alone, row += bk * delta: the same operations as
+ * row_write_read's write (no fused multiply-add anywhere: -ffp-contract=off), so the row
+ * ends with the same bits. */
+static inline void row_write(float *restrict row, int d, float bk, const float *restrict delta) {
+    for (int j = 0; j < d; j++)
+        row[j] += bk * delta[j];
 }
 
 /* The delta write of one key row, row += bk * delta, then row times q_i added into o. */
@@ -111,7 +131,7 @@ static void run_heads(void *arg, int h0, int h1) {
 #define PARALLEL_HEADS_MIN_TOKENS 4
 
 void kda_forward(const kda_dims *dm, const kda_weights *w, float *state, const float *x, int n, float *out,
-                 float *scratch, const kernels_impl *impl, threads *pool) {
+                 float *scratch, float *journal, const kernels_impl *impl, threads *pool) {
     const int H = dm->heads, D = dm->head_dim, d = dm->hidden;
     const int P = H * D;
     float *uq = scratch;                  /* (n, P) pre-conv projections, then q */
@@ -134,9 +154,12 @@ void kda_forward(const kda_dims *dm, const kda_weights *w, float *state, const f
     float *hist = state + (long)H * D * D;
     const long hist_stride = (long)(dm->conv_k - 1) * P;
     /* The conv needs only the projections, so it runs for the whole batch first. */
+    const long row = kda_journal_row_floats(dm);
     for (int t = 0; t < n; t++) {
         float *proj[3] = {uq + (long)t * P, uk + (long)t * P, uv + (long)t * P};
         for (int i = 0; i < 3; i++) {
+            if (journal)
+                memcpy(journal + t * row + i * P, proj[i], sizeof(float) * P);
             short_conv(w->conv[i], hist + i * hist_stride, dm->conv_k, P, proj[i], conv_out);
             memcpy(proj[i], conv_out, sizeof(float) * P);
         }
@@ -166,6 +189,62 @@ void kda_forward(const kda_dims *dm, const kda_weights *w, float *state, const f
     kernels_note_multiply_adds(3ull * (uint64_t)n * H * D * D);
     heads_job job = {dm, w, state, uq, uk, uv, z, beta, o, u, n};
     threads_run(n >= PARALLEL_HEADS_MIN_TOKENS ? pool : NULL, H, 1, run_heads, &job);
+    /* run_heads normalised k in place: the journal keeps what the state consumed. */
+    for (int t = 0; journal && t < n; t++) {
+        float *r = journal + t * row + 3L * P;
+        memcpy(r, uk + (long)t * P, sizeof(float) * P);
+        memcpy(r + P, uv + (long)t * P, sizeof(float) * P);
+        memcpy(r + 2L * P, z + (long)t * P, sizeof(float) * P);
+        memcpy(r + 3L * P, beta + (long)t * H, sizeof(float) * H);
+    }
     ops_mul_sigmoid(o, gate, (long)n * P);
     kernels_matmul(impl, &w->o, o, P, n, out, d, pool);
+}
+
+/* One head's share of kda_advance_journal: the first two steps of run_heads' token loop
+ * (decay and read into u; the delta write) on journalled inputs, without the read into o. */
+typedef struct {
+    const kda_dims *dm;
+    float *state;
+    const float *journal;
+    float *u; /* (H, D) */
+    int keep;
+} advance_job;
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#endif
+static void advance_heads(void *arg, int h0, int h1) {
+    const advance_job *j = arg;
+    const int H = j->dm->heads, D = j->dm->head_dim, P = H * D;
+    const long row = kda_journal_row_floats(j->dm);
+    for (int h = h0; h < h1; h++) {
+        float *Sh = j->state + (long)h * D * D, *u = j->u + (long)h * D;
+        for (int t = 0; t < j->keep; t++) {
+            const float *r = j->journal + t * row + 3L * P;
+            const float *k = r + (long)h * D, *v = r + P + (long)h * D, *decay = r + 2L * P + (long)h * D;
+            const float bt = r[3L * P + h];
+            for (int c = 0; c < D; c++)
+                u[c] = 0.0f;
+            for (int i = 0; i < D; i++)
+                row_decay_read(Sh + (long)i * D, D, decay[i], k[i], u);
+            for (int c = 0; c < D; c++)
+                u[c] = v[c] - u[c];
+            for (int i = 0; i < D; i++)
+                row_write(Sh + (long)i * D, D, bt * k[i], u);
+        }
+    }
+}
+
+void kda_advance_journal(const kda_dims *dm, float *state, const float *journal, int keep, float *scratch,
+                         threads *pool) {
+    const int H = dm->heads, D = dm->head_dim, P = H * D;
+    const long row = kda_journal_row_floats(dm);
+    float *hist = state + (long)H * D * D;
+    const long hist_stride = (long)(dm->conv_k - 1) * P;
+    for (int t = 0; t < keep; t++)
+        for (int i = 0; i < 3; i++)
+            conv_shift(hist + i * hist_stride, dm->conv_k, P, journal + t * row + i * P);
+    advance_job job = {dm, state, journal, scratch, keep};
+    threads_run(keep >= PARALLEL_HEADS_MIN_TOKENS ? pool : NULL, H, 1, advance_heads, &job);
 }

@@ -5,7 +5,10 @@
  * State carried between calls: per head S[key][value] (head_dim x head_dim, fp32), and the
  * short-conv history, the last conv_k-1 PRE-conv projections of q, k and v. Tokens are run
  * through the recurrence one at a time in order (decay -> delta write -> read), so a batch
- * of n tokens gives bit-identical results to n calls of one token. */
+ * of n tokens gives bit-identical results to n calls of one token. A batch can also
+ * journal each token's inputs to the state, so the state before it can later be advanced
+ * by any prefix of the batch without the weights (a verify pass cut back to its accepted
+ * drafts). */
 #ifndef K3_KDA_H
 #define K3_KDA_H
 
@@ -41,9 +44,22 @@ long kda_state_floats(const kda_dims *dims);
 /* Scratch floats kda_forward needs for a batch of n tokens. */
 long kda_scratch_floats(const kda_dims *dims, int n);
 
+/* Floats a journal keeps per token: what the recurrence and the conv history consumed
+ * (the pre-conv q, k, v projections, the normalised k, v, the decay and beta), so the
+ * state can later be advanced by any prefix of those tokens without the weights. */
+long kda_journal_row_floats(const kda_dims *dims);
+
 /* out (n, d) = KDA(x (n, d)), x being the input_layernorm output; state (kda_state_floats)
- * is read and advanced by n tokens. */
+ * is read and advanced by n tokens. journal: NULL, or (n, kda_journal_row_floats) rows
+ * that receive each token's inputs to the state. */
 void kda_forward(const kda_dims *dims, const kda_weights *w, float *state, const float *x, int n, float *out,
-                 float *scratch, const kernels_impl *impl, threads *pool);
+                 float *scratch, float *journal, const kernels_impl *impl, threads *pool);
+
+/* Advances state by the first `keep` tokens of a journal that kda_forward wrote starting
+ * from this very state: bit-identical to having run kda_forward on those tokens alone,
+ * at the cost of the recurrence only (no weight is read, no output computed). scratch:
+ * H*D floats. */
+void kda_advance_journal(const kda_dims *dims, float *state, const float *journal, int keep, float *scratch,
+                         threads *pool);
 
 #endif

@@ -175,6 +175,51 @@ void model_free(model *m) {
     free(m);
 }
 
+/* Bytes a context's buffers take for batches of `batch`: forward scratch, logits staging
+ * (one row more for the last logits), the token list. */
+static uint64_t context_buffers(const model *m, int batch, int max_context) {
+    return 4u * (uint64_t)forward_scratch_floats(m, batch, max_context) +
+           4u * (uint64_t)(forward_logit_rows(batch) + 1) * (uint64_t)m->vocab + 4u * (uint64_t)max_context;
+}
+
+static k3_status plan_at_batch(const model *m, const plan_inputs *in, const k3_model_params *p,
+                               const k3_context_params *c, int batch, uint64_t available, k3_plan *out, k3_error *err) {
+    const plan_context ctx = {
+        c->max_context,
+        batch,
+        4u * (uint64_t)forward_kda_state_floats(m),
+        4u * (uint64_t)forward_mla_cache_floats(m, c->max_context),
+        context_buffers(m, batch, c->max_context),
+    };
+    return plan_make(in, p, &ctx, available, out, err);
+}
+
+/* K3_BATCH_AUTO: the largest batch whose buffers fit what MemAvailable leaves after the
+ * plan at the default batch and a margin (the auto preset's: 1 GiB + 5 %), where passes
+ * read weights; the default where they read none, or MemAvailable is unknown. The model's
+ * budgets are subtracted even when it is open (and some of them already out of
+ * MemAvailable): a conservative batch, never an over-committed one. */
+static int sized_batch(const model *m, const k3_plan *base, int max_context) {
+    const int streams = base->ring_slots > 0 || (!base->experts_mapped && base->expert_slots < base->experts);
+    int hi = max_context < FORWARD_MAX_SIZED_BATCH ? max_context : FORWARD_MAX_SIZED_BATCH;
+    if (!streams || !base->available || hi <= FORWARD_DEFAULT_BATCH)
+        return FORWARD_DEFAULT_BATCH;
+    const uint64_t margin = ((uint64_t)1 << 30) + base->available / 20;
+    if (base->total + margin >= base->available)
+        return FORWARD_DEFAULT_BATCH; /* the plan says whether even that fits */
+    const uint64_t room = base->available - base->total - margin;
+    const uint64_t at_default = context_buffers(m, FORWARD_DEFAULT_BATCH, max_context);
+    int lo = FORWARD_DEFAULT_BATCH; /* fits; buffers grow with the batch */
+    while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (context_buffers(m, mid, max_context) - at_default <= room)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 k3_status model_plan(const model *m, const plan_inputs *in, const k3_model_params *mp, const k3_context_params *cp,
                      uint64_t available, k3_plan *out, k3_error *err) {
     k3_model_params p;
@@ -185,15 +230,21 @@ k3_status model_plan(const model *m, const plan_inputs *in, const k3_model_param
     k3_context_params_default(&c);
     if (cp)
         c = *cp;
-    const plan_context ctx = {
-        c.max_context,
-        c.batch,
-        4u * (uint64_t)forward_kda_state_floats(m),
-        4u * (uint64_t)forward_mla_cache_floats(m, c.max_context),
-        4u * (uint64_t)forward_scratch_floats(m, c.batch, c.max_context) +
-            4u * (uint64_t)(forward_logit_rows(c.batch) + 1) * (uint64_t)m->vocab + 4u * (uint64_t)c.max_context,
-    };
-    return plan_make(in, &p, &ctx, available, out, err);
+    const int sized = c.batch == K3_BATCH_AUTO;
+    k3_status s = plan_at_batch(m, in, &p, &c, sized ? FORWARD_DEFAULT_BATCH : c.batch, available, out, err);
+    if (s == K3_OK && sized) {
+        const int batch = sized_batch(m, out, c.max_context);
+        if (batch != FORWARD_DEFAULT_BATCH)
+            s = plan_at_batch(m, in, &p, &c, batch, out->available, out, err);
+    }
+    if (s == K3_OK) {
+        out->batch_sized = sized;
+        /* The slope over a wide span: the MLA scores and logits rows stop growing early. */
+        const int span = FORWARD_MAX_SIZED_BATCH;
+        out->batch_token_bytes =
+            (context_buffers(m, span + 1, c.max_context) - context_buffers(m, 1, c.max_context)) / (uint64_t)span;
+    }
+    return s;
 }
 
 k3_status k3_model_open(const char *dir, const k3_model_params *params, k3_model **out, char *detail,
@@ -264,13 +315,15 @@ k3_status model_check_context(const model *m, const k3_context_params *cp, k3_er
     const k3_status s = model_plan(m, &m->inputs, &m->params, cp, 0, &plan, err);
     if (s != K3_OK || !plan.available || plan.context_total <= plan.available)
         return s;
-    char need[32], st[32], kv[32], buf[32], have[32], gap[32];
+    char need[32], st[32], kv[32], buf[32], have[32], gap[32], tok[32];
     return error_set(err, K3_ERR_BUDGET,
-                     "a context of %d positions needs %s (recurrent state %s, KV cache %s, buffers %s) and this machine "
-                     "has %s available: a shortfall of %s; ask for a shorter context",
+                     "a context of %d positions needs %s (recurrent state %s, KV cache %s, buffers %s for a prefill "
+                     "batch of %d at %s per token) and this machine has %s available: a shortfall of %s; ask for a "
+                     "shorter context or a smaller batch",
                      plan.max_context, plan_human(plan.context_total, need, sizeof need),
                      plan_human(plan.recurrent_state, st, sizeof st), plan_human(plan.kv_cache, kv, sizeof kv),
-                     plan_human(plan.buffers, buf, sizeof buf), plan_human(plan.available, have, sizeof have),
+                     plan_human(plan.buffers, buf, sizeof buf), plan.batch,
+                     plan_human(plan.batch_token_bytes, tok, sizeof tok), plan_human(plan.available, have, sizeof have),
                      plan_human(plan.context_total - plan.available, gap, sizeof gap));
 }
 

@@ -2,8 +2,11 @@
  * (everything pinned, two ring slots, one, refused below the largest layer with both
  * numbers), the expert cache's floor, the preset table and its full-scale plans,
  * "auto" sized from a given MemAvailable: reserve first, trunk first, refused below the
- * floor, and k3_preset_resolve, the one way a name becomes budgets. The full-scale figures are the release's (k3-architecture §2). */
+ * floor, and k3_preset_resolve, the one way a name becomes budgets; a prefill batch sized to
+ * what MemAvailable leaves where weights stream, the default where none do. The full-scale figures are the release's (k3-architecture §2). */
+#include "forward.h"
 #include "k3.h"
+#include "model.h"
 #include "plan.h"
 #include "presets.h"
 #include "test_files.h"
@@ -197,4 +200,49 @@ TEST(presets_full_scale_layouts_match_their_notes) {
         CHECK(plan.trunk <= (uint64_t)p->trunk_bytes && plan.expert_cache <= (uint64_t)p->expert_cache_bytes);
         CHECK(strstr(p->note, want[i].note));
     }
+}
+
+/* The release's plan under preset `name` (NULL: mapped) for a context of max_context
+ * positions with batch K3_BATCH_AUTO, at MemAvailable `available`; batch -1 when planning
+ * failed. */
+static k3_plan release_sized_plan(const char *name, int max_context, uint64_t available) {
+    k3_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.batch = -1;
+    model *m = NULL;
+    if (presets_release_model(&m, NULL) != K3_OK)
+        return plan;
+    k3_model_params mp;
+    k3_model_params_default(&mp);
+    if (name)
+        k3_preset_apply(k3_preset_find(name), &mp);
+    k3_context_params cp;
+    k3_context_params_default(&cp);
+    cp.max_context = max_context;
+    cp.batch = K3_BATCH_AUTO;
+    if (model_plan(m, &m->inputs, &mp, &cp, available, &plan, NULL) != K3_OK)
+        plan.batch = -1;
+    model_free(m);
+    return plan;
+}
+
+TEST(plan_sizes_the_prefill_batch_to_memory_where_the_trunk_streams_and_keeps_the_default_elsewhere) {
+    /* laptop streams its trunk: on a 24 GB machine a 2,048-token prompt is one pass. */
+    const k3_plan laptop = release_sized_plan("laptop", 4096, 24000000000ull);
+    CHECK_INT(laptop.batch_sized, 1);
+    CHECK(laptop.ring_slots > 0);
+    CHECK(laptop.batch >= 2048 && laptop.batch <= FORWARD_MAX_SIZED_BATCH);
+    CHECK(laptop.fits);
+    /* What it took stays inside MemAvailable less the margin (1 GiB + 5 %). */
+    CHECK(laptop.total + (1ull << 30) + 24000000000ull / 20 <= 24000000000ull);
+    CHECK(laptop.batch_token_bytes > 100000 && laptop.batch_token_bytes < 10000000);
+    /* At most the context, at most FORWARD_MAX_SIZED_BATCH. */
+    CHECK_INT(release_sized_plan("laptop", 600, 24000000000ull).batch, 600);
+    CHECK_INT(release_sized_plan("laptop", 65536, 1e12).batch, FORWARD_MAX_SIZED_BATCH);
+    /* Less memory, a smaller batch, never below the default (the plan then says whether it fits). */
+    const k3_plan tight = release_sized_plan("laptop", 4096, 9000000000ull);
+    CHECK(tight.batch > FORWARD_DEFAULT_BATCH && tight.batch < laptop.batch);
+    CHECK_INT(release_sized_plan("laptop", 4096, 5000000000ull).batch, FORWARD_DEFAULT_BATCH);
+    /* Mapped (nothing streams through the engine) keeps the default. */
+    CHECK_INT(release_sized_plan(NULL, 4096, 24000000000ull).batch, FORWARD_DEFAULT_BATCH);
 }

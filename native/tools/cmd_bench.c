@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "k3.h"
+#include "layer_kinds.h"
 #include "membw.h"
 #include "numbers.h"
 #include "options.h"
@@ -29,6 +30,28 @@ static double now_s(void) {
  * bandwidth measured once, before decoding, compares decode with another moment's machine.
  * Each round pairs a triad with the decode that follows it; the median round is reported. */
 #define ROUNDS 8
+
+/* One layer kind's figures from the observed prefill and decode. */
+typedef struct kind_figures {
+    long layers;
+    double prefill_seconds, prefill_time_share, prefill_over_peak;
+    double decode_seconds, decode_time_share, decode_bytes_per_token, decode_over_bound;
+} kind_figures;
+
+static kind_figures kind_figures_of(const layer_kinds *prefill, const layer_kinds *decode, layer_kind k,
+                                    double prefill_s, double peak, double decode_s, int gen, double bandwidth) {
+    const layer_kind_totals *p = &prefill->kind[k], *d = &decode->kind[k];
+    kind_figures f = {0};
+    f.layers = layer_kinds_per_pass(prefill, k);
+    f.prefill_seconds = p->seconds;
+    f.prefill_time_share = p->seconds / prefill_s;
+    f.prefill_over_peak = p->seconds > 0 ? 2.0 * (double)p->multiply_adds / p->seconds / peak : 0.0;
+    f.decode_seconds = d->seconds;
+    f.decode_time_share = d->seconds / decode_s;
+    f.decode_bytes_per_token = (double)d->weight_bytes / gen;
+    f.decode_over_bound = d->seconds > 0 ? (double)d->weight_bytes / d->seconds / bandwidth : 0.0;
+    return f;
+}
 
 int bench_main(int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-') {
@@ -79,15 +102,23 @@ int bench_main(int argc, char **argv) {
         seed = seed * 1664525u + 1013904223u;
         ids[i] = (int32_t)((seed >> 8) % (unsigned)vocab);
     }
-    /* A warm-up prefill, as llama-bench runs one: the first pass faults the mapped weights
-     * into this process (on medium about a sixth of a cold prefill's time went to page
-     * faults) and touches the scratch; the timed pass starts from the empty sequence. */
-    s = k3_decode(ctx, ids, prompt_len, logits, 1, NULL);
-    k3_context_reset(ctx);
     /* The compute peak just before prefill, on as many threads, so both see one moment's
-     * machine. */
+     * machine; then a warm-up prefill, as llama-bench runs one: the first pass faults the
+     * mapped weights into this process (on medium about a sixth of a cold prefill's time
+     * went to page faults) and touches the scratch; the timed pass follows at once, from
+     * the empty sequence. The peak's 0.6 s go before the warm-up, not between it and the
+     * timed pass: on the project's VM a mapped file's pages read about ten times slower
+     * for one pass after a pause of that length (no page faults: the host's mapping; an
+     * anonymous buffer is not affected), which put a quarter of small's prefill into the
+     * lm_head alone (docs/PERFORMANCE.md). */
     const char *kernels = "";
     const double peak = k3_fma_peak(threads, 0.2, &kernels);
+    s = k3_decode(ctx, ids, prompt_len, logits, 1, NULL);
+    k3_context_reset(ctx);
+    /* Per-kind figures of the same timed passes (layer_kinds.h: a clock read per layer). */
+    static layer_kinds prefill_kinds, decode_kinds;
+    layer_kinds_reset(&prefill_kinds);
+    k3_context_observe(ctx, layer_kinds_observe, &prefill_kinds);
     k3_counters p0, p1;
     k3_counters_get(&p0);
     const double t0 = now_s();
@@ -95,6 +126,8 @@ int bench_main(int argc, char **argv) {
         s = k3_decode(ctx, ids, prompt_len, logits, 1, NULL);
     const double prefill_s = now_s() - t0;
     k3_counters_get(&p1);
+    layer_kinds_reset(&decode_kinds);
+    k3_context_observe(ctx, layer_kinds_observe, &decode_kinds);
     const double prefill_flops = 2.0 * (double)(p1.multiply_adds - p0.multiply_adds) / prefill_s;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -132,6 +165,7 @@ int bench_main(int argc, char **argv) {
         tps[r] = stretch / dt;
     }
     k3_counters_get(&c1);
+    k3_context_observe(ctx, NULL, NULL);
     membw_close(&tr);
     if (s != K3_OK) {
         fprintf(stderr, "k3 bench: decoding failed (%s): %s\n", k3_status_name(s), k3_context_error(ctx));
@@ -164,6 +198,18 @@ int bench_main(int argc, char **argv) {
     printf("  %-36s %12.1f %% (rounds %.1f..%.1f %%)\n", "achieved / bound (median round)", 100.0 * achieved,
            100.0 * lo, 100.0 * hi);
     printf("  %-36s %12.1f MB\n", "peak RSS (measured, before triad)", model_rss / 1e6);
+    kind_figures kf[LAYER_KINDS];
+    for (int k = 0; k < LAYER_KINDS; k++)
+        kf[k] = kind_figures_of(&prefill_kinds, &decode_kinds, (layer_kind)k, prefill_s, peak, decode_s, gen, bandwidth);
+    printf("  by layer kind: %-7s %6s %10s %10s %10s %10s %10s\n", "", "layers", "prefill", "of peak", "decode",
+           "MB/token", "of triad");
+    for (int k = 0; k < LAYER_KINDS; k++)
+        if (kf[k].layers)
+            printf("  %-22s %6ld %8.1f %% %8.1f %% %8.1f %% %10.2f %8.1f %%\n", layer_kind_names[k], kf[k].layers,
+                   100.0 * kf[k].prefill_time_share, 100.0 * kf[k].prefill_over_peak, 100.0 * kf[k].decode_time_share,
+                   kf[k].decode_bytes_per_token / 1e6, 100.0 * kf[k].decode_over_bound);
+    printf("  (prefill, decode: the kind's share of that phase's time; of peak: its FLOP/s over the peak above;\n"
+           "   of triad: its weight bytes over its time, over the median triad)\n");
     if (out_path) {
         FILE *f = fopen(out_path, "w");
         if (!f) {
@@ -182,6 +228,20 @@ int bench_main(int argc, char **argv) {
         for (int r = 0; r < ROUNDS; r++)
             fprintf(f, "%s\n    {\"bandwidth_bytes_per_s\": %.0f, \"decode_tokens_per_s\": %.3f, \"achieved_over_bound\": %.4f}",
                     r ? "," : "", bw[r], tps[r], ratio[r]);
+        fprintf(f, "\n  ],\n  \"layer_kinds\": [");
+        int first = 1;
+        for (int k = 0; k < LAYER_KINDS; k++) {
+            if (!kf[k].layers)
+                continue;
+            fprintf(f,
+                    "%s\n    {\"kind\": \"%s\", \"layers\": %ld, \"prefill_seconds\": %.6g, \"prefill_time_share\": %.4f, "
+                    "\"prefill_over_peak\": %.4f, \"decode_seconds\": %.6g, \"decode_time_share\": %.4f, "
+                    "\"decode_weight_bytes_per_token\": %.0f, \"decode_over_bound\": %.4f}",
+                    first ? "" : ",", layer_kind_names[k], kf[k].layers, kf[k].prefill_seconds,
+                    kf[k].prefill_time_share, kf[k].prefill_over_peak, kf[k].decode_seconds, kf[k].decode_time_share,
+                    kf[k].decode_bytes_per_token, kf[k].decode_over_bound);
+            first = 0;
+        }
         fprintf(f, "\n  ]\n}\n");
         fclose(f);
     }

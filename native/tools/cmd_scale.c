@@ -65,6 +65,7 @@ typedef struct {
      * expert bytes and reader-seconds inside pread, trunk bytes and seconds. */
     uint64_t expert_bytes_read, trunk_bytes_read;
     double expert_read_s, trunk_read_s;
+    uint64_t trunk_layer_reads, passes; /* streamed layers read into the ring; forward passes */
     layer_time *layers;     /* (n_layers) */
 } step_time;
 
@@ -149,6 +150,8 @@ static k3_status timed_decode(recorder *r, k3_context *ctx, const int32_t *ids, 
     out->expert_read_s = c1.expert_read_seconds - c0.expert_read_seconds;
     out->trunk_bytes_read = c1.trunk_bytes_read - c0.trunk_bytes_read;
     out->trunk_read_s = c1.trunk_read_seconds - c0.trunk_read_seconds;
+    out->trunk_layer_reads = c1.trunk_layer_reads - c0.trunk_layer_reads;
+    out->passes = c1.forward_passes - c0.forward_passes;
     r->into = NULL;
     out->embed_s = r->embed_s;
     out->head_s = r->head_s;
@@ -159,7 +162,7 @@ static k3_status timed_decode(recorder *r, k3_context *ctx, const int32_t *ids, 
 typedef struct {
     const char *dir, *out;
     const char *disk_extents; /* NULL: the probes read whole shards */
-    int threads, prompt_len, steps, rounds, repeat, cold_each_token, prefill, verify_reps;
+    int threads, prompt_len, steps, rounds, repeat, cold_each_token, prefill, prefill_batch, verify_reps;
     int positions[SCALE_MAX_POSITIONS], n_positions;
     uint64_t disk_blocks[SCALE_MAX_DISK];
     int n_disk, disk_random;
@@ -227,6 +230,7 @@ static int parse_options(int argc, char **argv, scale_options *o) {
         {"--steps", OPTION_INT, &o->steps, 1, 1 << 16},
         {"--rounds", OPTION_INT, &o->rounds, 0, 1 << 16},
         {"--prefill", OPTION_INT, &o->prefill, 0, 1 << 16},
+        {"--prefill-batch", OPTION_INT, &o->prefill_batch, 0, 1 << 16},
         {"--verify-reps", OPTION_INT, &o->verify_reps, 1, 1 << 16},
         {"--disk-random", OPTION_INT, &o->disk_random, 0, 1 << 16},
         {"--disk-gb", OPTION_POSITIVE, &o->disk_gb, 0, 1000},
@@ -465,7 +469,10 @@ int scale_main(int argc, char **argv) {
     k3_context_params_default(&cp);
     cp.max_context = o.prompt_len + o.steps + max_positions + o.prefill + 2;
     cp.n_threads = o.threads;
-    cp.batch = o.prefill > max_positions ? o.prefill : max_positions > cp.batch ? max_positions : cp.batch;
+    /* A prefill in the batches the plan allows (or --prefill-batch); never fewer than a
+     * verify pass's positions, so verify passes stay whole. */
+    const int batch = o.prefill ? o.prefill_batch : cp.batch;
+    cp.batch = batch != K3_BATCH_AUTO && batch < max_positions ? max_positions : batch;
     if ((rc = run_memory_prepare(&o.memory, o.dir, &cp)) != 0)
         return rc;
     rc = 1;
@@ -613,7 +620,12 @@ int scale_main(int argc, char **argv) {
     }
     fprintf(f, "\n  ],\n  \"prefill\": ");
     if (o.prefill) {
-        fprintf(f, "{\"tokens\": %d, \"pass\": ", o.prefill);
+        k3_plan used;
+        k3_model_plan(model, &cp, &used);
+        fprintf(f, "{\"tokens\": %d, \"batch\": %d, \"batch_sized\": %d, \"passes\": %llu, \"trunk_layer_reads\": %llu, "
+                   "\"streamed_layers\": %d, \"pass\": ",
+                o.prefill, used.batch, used.batch_sized, (unsigned long long)prefill.passes,
+                (unsigned long long)prefill.trunk_layer_reads, used.layers - used.layers_pinned);
         json_step(f, &prefill, n_layers);
         fprintf(f, "}");
     } else {

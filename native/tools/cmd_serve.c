@@ -75,7 +75,7 @@ static void sleep_ms(int ms) { poll(NULL, 0, ms); }
 static int parse_options(int argc, char **argv, serve_options *o) {
     if (argc < 2 || argv[1][0] == '-')
         return options_usage_error("k3 serve", "%s", "usage: k3 serve MODEL_DIR [--port N] [--host ADDR] [options]");
-    *o = (serve_options){.model_dir = argv[1], .host = "127.0.0.1", .port = 8080, .threads = 1, .batch = 128,
+    *o = (serve_options){.model_dir = argv[1], .host = "127.0.0.1", .port = 8080, .threads = 1, .batch = K3_BATCH_AUTO,
                          .max_context = 8192, .queue = 16, .max_connections = 128, .spec = 8, .checkpoint_mb = 256,
                          .max_body = 16LL << 20};
     run_memory_init(&o->memory);
@@ -86,7 +86,7 @@ static int parse_options(int argc, char **argv, serve_options *o) {
         {"--tok", OPTION_TEXT, &o->tok_dir, 0, 0},
         {"--port", OPTION_INT, &o->port, 0, 65535},
         {"--threads", OPTION_INT, &o->threads, 1, 1024},
-        {"--batch", OPTION_INT, &o->batch, 1, 4096},
+        {"--batch", OPTION_INT, &o->batch, 0, 4096},
         {"--ctx", OPTION_INT, &o->max_context, 16, 1 << 24},
         {"--queue", OPTION_INT, &o->queue, 0, 4096},
         {"--max-connections", OPTION_INT, &o->max_connections, 1, 4096},

@@ -80,7 +80,7 @@ static int parse_ids(const char *s, int32_t **out) {
 }
 
 static int parse_options(int argc, char **argv, run_options *o) {
-    *o = (run_options){.model_dir = argv[0], .gen = 8, .threads = 1, .batch = 128};
+    *o = (run_options){.model_dir = argv[0], .gen = 8, .threads = 1, .batch = K3_BATCH_AUTO};
     run_memory_init(&o->memory);
     const option table[] = {
         {"--ids", OPTION_TEXT, &o->ids, 0, 0},
@@ -96,7 +96,7 @@ static int parse_options(int argc, char **argv, run_options *o) {
         {"--context-file", OPTION_TEXT, &o->context_file, 0, 0},
         {"--gen", OPTION_INT, &o->gen, 0, 1 << 20},
         {"--threads", OPTION_INT, &o->threads, 1, 1 << 20},
-        {"--batch", OPTION_INT, &o->batch, 1, 1 << 20},
+        {"--batch", OPTION_INT, &o->batch, 0, 1 << 20},
         {"--spec", OPTION_INT, &o->spec, 0, 16},
         {"--incremental", OPTION_FLAG, &o->incremental, 0, 0},
         {"--spec-always", OPTION_FLAG, &o->spec_always, 0, 0},
@@ -263,11 +263,23 @@ static void print_text(k3_tokenizer *tok, const int32_t *ids, int n) {
     free(text);
 }
 
-/* Generation callback: collects the ids. */
+/* Generation callbacks: collect the ids, and each verify pass's drafted and accepted
+ * counts (rounds: (2, at most one per generated token)). */
 typedef struct {
     int32_t *ids;
     int n;
+    int *rounds;
+    int n_rounds, max_rounds;
 } collected;
+
+static void collect_round(void *user, int drafted, int accepted) {
+    collected *c = user;
+    if (c->n_rounds < c->max_rounds) {
+        c->rounds[2 * c->n_rounds] = drafted;
+        c->rounds[2 * c->n_rounds + 1] = accepted;
+        c->n_rounds++;
+    }
+}
 
 static int collect(void *user, int32_t id) {
     collected *c = user;
@@ -284,12 +296,18 @@ int run_main(int argc, char **argv) {
     int32_t *prompt = NULL;
     int32_t *material = NULL;
     healed_text heal = {NULL, 0};
+    /* Each verify pass's (drafted, accepted): at most one pass per generated token. */
+    int *rounds = o.spec && o.gen > 0 ? malloc(sizeof(int) * 2 * (size_t)o.gen) : NULL;
+    collected got = {NULL, 0, NULL, 0, 0};
     const int n_prompt = text_ids(&o, o.ids, o.prompt, o.prompt_file, &tok, &prompt, o.heal ? &heal : NULL);
     const int n_material = n_prompt < 0                            ? -1
                            : o.context_ids || o.context_file ? text_ids(&o, o.context_ids, NULL, o.context_file, &tok, &material, NULL)
                                                                    : 0;
-    if (n_prompt < 0 || n_material < 0) {
+    if (o.spec && o.gen > 0 && !rounds)
+        fprintf(stderr, "k3: out of memory for the list of verify passes\n");
+    if (n_prompt < 0 || n_material < 0 || (o.spec && o.gen > 0 && !rounds)) {
         k3_tokenizer_close(tok);
+        free(rounds);
         free(prompt);
         free(material);
         free(heal.bytes);
@@ -420,8 +438,9 @@ int run_main(int argc, char **argv) {
             gp.heal = heal.bytes;
             gp.heal_len = heal.len;
             gp.tokenizer = tok;
-            collected got = {seq + n, 0};
+            got = (collected){seq + n, 0, rounds, 0, rounds ? o.gen : 0};
             gp.on_token = collect;
+            gp.on_verify = collect_round;
             gp.user = &got;
             s = k3_generate(ctx, &gp, &gs);
             n += got.n;
@@ -471,6 +490,12 @@ int run_main(int argc, char **argv) {
                gs.rounds, gs.drafted, gs.accepted, gs.drafted ? 100.0 * gs.accepted / gs.drafted : 0.0,
                gs.rounds ? (double)gs.accepted / gs.rounds : 0.0,
                gs.forward_passes ? (double)gs.emitted / gs.forward_passes : 0.0);
+    if (o.spec) {
+        printf("spec rounds (drafted/accepted):");
+        for (int i = 0; i < got.n_rounds; i++)
+            printf(" %d/%d", got.rounds[2 * i], got.rounds[2 * i + 1]);
+        printf("\n");
+    }
     printf("%.6f s/token (%s), peak RSS %.1f MB (measured)\n", spt,
            o.spec ? "speculative" : o.incremental ? "incremental" : "full recompute", rss / 1e6);
     if (o.out && write_json(o.out, seq + n_base, n_prompt, n - n_base, spt, rss, &o.memory))
@@ -488,6 +513,7 @@ done:
     free(prompt);
     free(material);
     free(heal.bytes);
+    free(rounds);
     free(seq);
     free(pred);
     free(logits);

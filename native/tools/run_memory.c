@@ -25,17 +25,22 @@ static const char *human(double bytes, char *buf, size_t size) {
     return buf;
 }
 
-/* The s/token cell for budgets mp on dir (NULL: the release): the forecast (kept in *made),
- * or "-" with the first failure's detail kept in why (one reason is printed under the
- * table). */
-static void forecast_cell(const char *profile, const char *dir, const k3_model_params *mp, char *cell, size_t size,
-                          char *detail, size_t detail_size, const char **why, k3_forecast *made) {
+/* The s/token and time-to-first-token cells for budgets mp on dir (NULL: the release): the
+ * forecasts (the per-token one kept in *made), or "-" with the first failure's detail kept
+ * in why (one reason is printed under the table). */
+static void forecast_cells(const char *profile, const char *dir, const k3_model_params *mp, char *cell, char *ttft,
+                           size_t size, char *detail, size_t detail_size, const char **why, k3_forecast *made) {
     k3_forecast fc;
+    k3_prefill_forecast short_prompt, long_prompt;
     snprintf(cell, size, "-");
+    snprintf(ttft, size, "-");
     if (!profile || *why)
         return;
-    if (k3_forecast_make(profile, dir, mp, 1, &fc, detail, detail_size) == K3_OK) {
+    if (k3_forecast_make(profile, dir, mp, 1, &fc, detail, detail_size) == K3_OK &&
+        k3_forecast_prefill(profile, dir, mp, 512, K3_BATCH_AUTO, -1.0, &short_prompt, detail, detail_size) == K3_OK &&
+        k3_forecast_prefill(profile, dir, mp, 2048, K3_BATCH_AUTO, -1.0, &long_prompt, detail, detail_size) == K3_OK) {
         snprintf(cell, size, "%.2f", fc.seconds);
+        snprintf(ttft, size, "%.0f/%.0f", short_prompt.seconds, long_prompt.seconds);
         *made = fc;
     } else {
         *why = detail;
@@ -47,9 +52,10 @@ void run_memory_list_presets(FILE *f, const char *model_dir) {
     const int have_path = k3_forecast_profile_path(profile, sizeof profile) == K3_OK;
     fprintf(f, "memory presets for the full-scale release (budgets passed to the engine; peak RSS measured by the\n"
                "seed driver with the same budgets; plan = this engine's forecast, 4096-token context; s/token =\n"
-               "forecast for this machine from its measured profile):\n");
-    fprintf(f, "  %-12s %10s %12s %14s %12s %9s  %s\n", "preset", "trunk", "expert cache", "peak RSS (seed)", "plan",
-            "s/token", "");
+               "forecast for this machine from its measured profile; first token = seconds to prefill a 512- and a\n"
+               "2,048-token prompt in the batches the plan allows here):\n");
+    fprintf(f, "  %-12s %10s %12s %14s %12s %9s %11s  %s\n", "preset", "trunk", "expert cache", "peak RSS (seed)", "plan",
+            "s/token", "first token", "");
     const char *why = NULL;
     k3_forecast made = {0};
     for (int i = 0; i < k3_preset_count(); i++) {
@@ -57,22 +63,24 @@ void run_memory_list_presets(FILE *f, const char *model_dir) {
         k3_model_params mp;
         k3_model_params_default(&mp);
         k3_preset_apply(p, &mp);
-        char spt[32];
-        forecast_cell(have_path ? profile : NULL, NULL, &mp, spt, sizeof spt, detail, sizeof detail, &why, &made);
-        fprintf(f, "  %-12s %10s %12s %14s %12s %9s  %s\n", p->name, human((double)p->trunk_bytes, a, sizeof a),
+        char spt[32], ttft[32];
+        forecast_cells(have_path ? profile : NULL, NULL, &mp, spt, ttft, sizeof spt, detail, sizeof detail, &why,
+                       &made);
+        fprintf(f, "  %-12s %10s %12s %14s %12s %9s %11s  %s\n", p->name, human((double)p->trunk_bytes, a, sizeof a),
                 human((double)p->expert_cache_bytes, b, sizeof b), human((double)p->full_scale_peak_rss, c, sizeof c),
-                human((double)p->full_scale_plan, d, sizeof d), spt, p->note);
+                human((double)p->full_scale_plan, d, sizeof d), spt, ttft, p->note);
     }
     k3_model_params mp;
     k3_plan plan;
     char adetail[1024];
     const k3_status s = k3_preset_auto(model_dir, NULL, 0, &mp, &plan, adetail, sizeof adetail);
     if (s == K3_OK) {
-        char spt[32];
-        forecast_cell(have_path ? profile : NULL, model_dir, &mp, spt, sizeof spt, detail, sizeof detail, &why, &made);
-        fprintf(f, "  %-12s %10s %12s %14s %12s %9s  sized from this machine's MemAvailable (%s) for %s\n", "auto",
-                human((double)mp.trunk_bytes, a, sizeof a), human((double)mp.expert_cache_bytes, b, sizeof b), "-",
-                human((double)plan.total, c, sizeof c), spt, human((double)plan.available, d, sizeof d),
+        char spt[32], ttft[32];
+        forecast_cells(have_path ? profile : NULL, model_dir, &mp, spt, ttft, sizeof spt, detail, sizeof detail, &why,
+                       &made);
+        fprintf(f, "  %-12s %10s %12s %14s %12s %9s %11s  sized from this machine's MemAvailable (%s) for %s\n",
+                "auto", human((double)mp.trunk_bytes, a, sizeof a), human((double)mp.expert_cache_bytes, b, sizeof b),
+                "-", human((double)plan.total, c, sizeof c), spt, ttft, human((double)plan.available, d, sizeof d),
                 model_dir ? model_dir : "the release");
     } else
         fprintf(f, "  %-12s refused on this machine for %s: %s\n", "auto", model_dir ? model_dir : "the release",
@@ -210,6 +218,14 @@ int run_memory_drop_page_cache(const char *dir) {
     return n;
 }
 
+/* Bytes per token of a batch: tens to hundreds of kB, so kB below a MB. */
+static const char *per_token(uint64_t bytes, char *buf, size_t size) {
+    if (bytes >= 1000000)
+        return human((double)bytes, buf, size);
+    snprintf(buf, size, "%.1f kB", (double)bytes / 1e3);
+    return buf;
+}
+
 static void print_plan(const k3_plan *p) {
     char a[32], b[32], c[32];
     fprintf(stderr, "memory plan (a forecast; the measured peak RSS is printed after the run):\n");
@@ -235,7 +251,13 @@ static void print_plan(const k3_plan *p) {
     fprintf(stderr, "  %-18s %12s\n", "recurrent state", human((double)p->recurrent_state, a, sizeof a));
     fprintf(stderr, "  %-18s %12s  %d positions\n", "KV cache", human((double)p->kv_cache, a, sizeof a),
             p->max_context);
-    fprintf(stderr, "  %-18s %12s  batch %d\n", "buffers", human((double)p->buffers, a, sizeof a), p->batch);
+    if (p->batch_sized)
+        fprintf(stderr, "  %-18s %12s  prefill batch %d, sized to memory at %s per token%s\n", "buffers",
+                human((double)p->buffers, a, sizeof a), p->batch, per_token(p->batch_token_bytes, b, sizeof b),
+                p->ring_slots > 0 || p->expert_slots < p->experts ? "" : " (nothing streams: the default)");
+    else
+        fprintf(stderr, "  %-18s %12s  batch %d (%s per token)\n", "buffers", human((double)p->buffers, a, sizeof a),
+                p->batch, per_token(p->batch_token_bytes, b, sizeof b));
     fprintf(stderr, "  %-18s %12s  of %s available\n", "total", human((double)p->total, a, sizeof a),
             p->available ? human((double)p->available, b, sizeof b) : "an unknown amount");
 }
@@ -287,12 +309,15 @@ int run_memory_prepare(run_memory *rm, const char *model_dir, const k3_context_p
     }
     print_plan(&rm->plan);
     if (!rm->plan.fits) {
-        char need[32], have[32], gap[32];
+        char need[32], have[32], gap[32], buf[32], tok[32];
         fprintf(stderr,
                 "k3: refusing to start (budget): the plan needs %s and this machine has %s available, a shortfall "
-                "of %s; choose a smaller preset or --trunk-gb / --cache-gb, or a shorter context\n",
+                "of %s (buffers %s for a prefill batch of %d at %s per token); choose a smaller preset or "
+                "--trunk-gb / --cache-gb, a shorter context or a smaller --batch\n",
                 human((double)rm->plan.total, need, sizeof need), human((double)rm->plan.available, have, sizeof have),
-                human((double)(rm->plan.total - rm->plan.available), gap, sizeof gap));
+                human((double)(rm->plan.total - rm->plan.available), gap, sizeof gap),
+                human((double)rm->plan.buffers, buf, sizeof buf), rm->plan.batch,
+                per_token(rm->plan.batch_token_bytes, tok, sizeof tok));
         return 3;
     }
     return 0;
@@ -356,7 +381,8 @@ void run_memory_json(const run_memory *rm, FILE *f) {
             "\"total\": %llu, \"available\": %llu, \"layers\": %d, \"layers_pinned\": %d, \"ring_slots\": %d, "
             "\"ring_slot_bytes\": %llu, \"dense_weights\": %llu, \"expert_slots\": %d, \"expert_slot_bytes\": %llu, "
             "\"expert_pool\": %llu, \"experts\": %lld, \"trunk_mapped\": %d, \"experts_mapped\": %d, "
-            "\"trunk_floor\": %llu, \"cache_floor\": %llu},\n",
+            "\"trunk_floor\": %llu, \"cache_floor\": %llu, \"batch\": %d, \"batch_sized\": %d, "
+            "\"batch_token_bytes\": %llu},\n",
             (unsigned long long)p->trunk, (unsigned long long)p->embed_lm_head, (unsigned long long)p->vectors,
             (unsigned long long)p->index, (unsigned long long)p->expert_cache, (unsigned long long)p->recurrent_state,
             (unsigned long long)p->kv_cache, (unsigned long long)p->buffers, (unsigned long long)p->total,
@@ -364,7 +390,7 @@ void run_memory_json(const run_memory *rm, FILE *f) {
             (unsigned long long)p->ring_slot_bytes, (unsigned long long)p->dense_weights, p->expert_slots,
             (unsigned long long)p->expert_slot_bytes, (unsigned long long)p->expert_pool, (long long)p->experts,
             p->trunk_mapped, p->experts_mapped, (unsigned long long)p->trunk_floor,
-            (unsigned long long)p->cache_floor);
+            (unsigned long long)p->cache_floor, p->batch, p->batch_sized, (unsigned long long)p->batch_token_bytes);
     fprintf(f,
             "    \"wall_seconds\": %.6f,\n    \"peak_rss_bytes\": %.0f,\n    \"expert_requests\": %llu,\n"
             "    \"expert_retained\": %llu,\n    \"expert_evictions\": %llu,\n    \"expert_reads\": %llu,\n"

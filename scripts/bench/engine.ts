@@ -17,6 +17,16 @@ interface Round {
   achieved_over_bound: number;
 }
 
+interface LayerKind {
+  kind: string;
+  layers: number;
+  prefill_time_share: number;
+  prefill_over_peak: number;
+  decode_time_share: number;
+  decode_weight_bytes_per_token: number;
+  decode_over_bound: number;
+}
+
 interface BenchResult {
   threads: number;
   bandwidth_bytes_per_s: number;
@@ -31,6 +41,7 @@ interface BenchResult {
   prefill_flops_per_s: number;
   prefill_over_peak: number;
   rounds: Round[];
+  layer_kinds: LayerKind[];
 }
 
 const range = (values: number[], digits: number) =>
@@ -67,9 +78,23 @@ const rows: [string, (r: BenchResult) => string][] = [
   ['  whole run / fastest triad', (r) => `${(100 * againstPeak(r)).toFixed(1)} %`],
   ['peak RSS, MB (measured, no triad)', (r) => (r.peak_rss_bytes / 1e6).toFixed(0)],
 ];
+/* Per layer kind (k3 bench's observer): where each phase's time goes and how close each kind
+ * comes to its bound, so the next gap shows without a profiler. */
+const pct = (v: number) => `${(100 * v).toFixed(1)} %`;
+const kindOf = (r: BenchResult, kind: string) => r.layer_kinds.find((k) => k.kind === kind);
+for (const kind of results[0].layer_kinds.map((k) => k.kind)) {
+  const cell = (f: (k: LayerKind) => string) => (r: BenchResult) => {
+    const k = kindOf(r, kind);
+    return k ? f(k) : '-';
+  };
+  rows.push(
+    [`${kind} (${kindOf(results[0], kind)!.layers}): prefill time / of peak`, cell((k) => `${pct(k.prefill_time_share)} / ${pct(k.prefill_over_peak)}`)],
+    [`  decode time / of triad`, cell((k) => `${pct(k.decode_time_share)} / ${pct(k.decode_over_bound)}`)],
+  );
+}
 console.log(`\nengine on the small fixture (${path.basename(model)})`);
-console.log(`${''.padEnd(40)}${results.map((r) => `${r.threads} thread${r.threads > 1 ? 's' : ''}`.padStart(14)).join('')}`);
-for (const [label, cell] of rows) console.log(`${label.padEnd(40)}${results.map((r) => cell(r).padStart(14)).join('')}`);
+console.log(`${''.padEnd(40)}${results.map((r) => `${r.threads} thread${r.threads > 1 ? 's' : ''}`.padStart(18)).join('')}`);
+for (const [label, cell] of rows) console.log(`${label.padEnd(40)}${results.map((r) => cell(r).padStart(18)).join('')}`);
 fs.writeFileSync(path.join(outDir, 'engine.json'), JSON.stringify({ model: 'small', results }, null, 2) + '\n');
 
 const figures = benchSpeedFigures(`k3 bench on the small fixture, ${new Date().toISOString().slice(0, 10)}`, results);

@@ -404,18 +404,13 @@ const acceptance = median(replays.map((r) => r.acceptance));
 
 /**
  * Expected tokens per second of rounds drafting n tokens, each accepted with probability a
- * in turn: j accepted (j < n) emits j + 1 tokens and costs a verify pass of n + 1 positions
- * plus a replay pass of j + 1; all n accepted emit n + 1 and need no replay.
+ * in turn: j accepted emits j + 1 tokens (n + 1 when all land) and costs one verify pass of
+ * n + 1 positions; keeping the accepted positions needs no second pass (native/src/verify.c).
  */
-function specRate(pass: (positions: number) => number, n: number, a: number, replay = true): number {
+function specRate(pass: (positions: number) => number, n: number, a: number): number {
   let tokens = 0;
-  let time = 0;
-  for (let j = 0; j <= n; j++) {
-    const p = j < n ? a ** j * (1 - a) : a ** n;
-    tokens += p * (j + 1);
-    time += p * (pass(n + 1) + (j < n && replay ? pass(j + 1) : 0));
-  }
-  return tokens / time;
+  for (let j = 0; j <= n; j++) tokens += (j < n ? a ** j * (1 - a) : a ** n) * (j + 1);
+  return tokens / pass(n + 1);
 }
 const presets = (full.get(1) as Forecast[]).map((f) => f.preset);
 const specRows = presets.map((preset) => {
@@ -435,13 +430,7 @@ const specRows = presets.map((preset) => {
     if (r > best.rate) best = { n, rate: r };
   }
   const perPosition = (at(2) - at(1)) / at(1);
-  // What-if: a verify pass that kept the state after every position would need no replay.
-  let noReplay = { n: 0, rate: serial };
-  for (let n = 1; n <= SPEC; n++) {
-    const r = specRate(at, n, acceptance, false);
-    if (r > noReplay.rate) noReplay = { n, rate: r };
-  }
-  return { preset, serial_s: at(1), verify_9_s: at(9), extra_position: perPosition, spec_always_speedup: fixed / serial, paced_n: best.n, paced_speedup: best.rate / serial, no_replay_n: noReplay.n, no_replay_speedup: noReplay.rate / serial };
+  return { preset, serial_s: at(1), verify_9_s: at(9), extra_position: perPosition, spec_always_speedup: fixed / serial, paced_n: best.n, paced_speedup: best.rate / serial };
 });
 
 // ---- pacing on the slice: does it let drafts through when a pass costs seconds? ------------
@@ -499,10 +488,10 @@ const within = (key: 'error' | 'error_at_hit_rate' | 'error_engine_rates') => va
 console.log(`  within 15 %: ${within('error')} of ${validation.length} as forecast (evenly spread routing), ${within('error_at_hit_rate')} at the share the cache served, ${within('error_engine_rates')} with the engine's own read rates`);
 
 console.log(`\nfull release (93 layers) on this machine: memory ${(profile.memory_bandwidth / 1e9).toFixed(1)} GB/s, disk ${(profile.disk_sequential / 1e6).toFixed(0)} MB/s sequential, ${(profile.disk_expert / 1e6).toFixed(0)} MB/s expert reads, both at once ${(profile.disk_concurrency ?? 1).toFixed(2)}x the speed of one after the other`);
-console.log(`preset        s/token  compute  disk     read GB/token  bound    verify 9 s  +1 position  --spec ${SPEC} always  paced (n)  without replay (n)`);
+console.log(`preset        s/token  compute  disk     read GB/token  bound    verify 9 s  +1 position  --spec ${SPEC} always  paced (n)`);
 for (const r of specRows) {
   const f = (full.get(1) as Forecast[]).find((x) => x.preset === r.preset) as Forecast;
-  console.log(`${r.preset.padEnd(12)} ${f.seconds.toFixed(2).padStart(8)} ${f.compute_seconds.toFixed(2).padStart(8)} ${f.disk_seconds.toFixed(2).padStart(7)} ${((f.trunk_read_bytes + f.expert_read_bytes) / 1e9).toFixed(1).padStart(14)}  ${f.bound.padEnd(7)} ${r.verify_9_s.toFixed(2).padStart(10)} ${pct(r.extra_position).padStart(12)} ${r.spec_always_speedup.toFixed(2).padStart(14)}x ${r.paced_speedup.toFixed(2).padStart(8)}x (${r.paced_n}) ${r.no_replay_speedup.toFixed(2).padStart(10)}x (${r.no_replay_n})`);
+  console.log(`${r.preset.padEnd(12)} ${f.seconds.toFixed(2).padStart(8)} ${f.compute_seconds.toFixed(2).padStart(8)} ${f.disk_seconds.toFixed(2).padStart(7)} ${((f.trunk_read_bytes + f.expert_read_bytes) / 1e9).toFixed(1).padStart(14)}  ${f.bound.padEnd(7)} ${r.verify_9_s.toFixed(2).padStart(10)} ${pct(r.extra_position).padStart(12)} ${r.spec_always_speedup.toFixed(2).padStart(14)}x ${r.paced_speedup.toFixed(2).padStart(8)}x (${r.paced_n})`);
 }
 console.log(`replay acceptance on code edits (K3 tokenizer, --spec ${SPEC}): ${replays.map((r) => `${r.workload} ${pct(r.acceptance)}`).join(', ')}; median ${pct(acceptance)}`);
 console.log(`pacing on the slice (resident): serial ${serialRun.seconds_per_token.toFixed(3)} s/token, --spec ${SPEC} with the continuation as material ${specRun.seconds_per_token.toFixed(3)} s/token (${(serialRun.seconds_per_token / specRun.seconds_per_token).toFixed(2)}x); ${specLine}`);

@@ -164,13 +164,12 @@ export interface ChatServiceHost {
   readonly settings: ServerSettings;
   readonly store: WorkspaceStore;
   readonly scheduler: Pick<Scheduler, 'run'>;
-  /** The local engine; `chatHeld` is the chat service's own bookkeeping, kept beside the
-   * sessions it describes so that a load or an unload forgets it. */
-  readonly host: Pick<EngineHost, 'ready' | 'chatHeld'>;
+  /** The local engine that serves chat (the completions role's model, or chat's own);
+   * `chatHeld` is the chat service's own bookkeeping, kept beside the sessions it describes
+   * so that a load or an unload forgets it. */
+  readonly chatHost: Pick<EngineHost, 'ready' | 'chatHeld'>;
   /** The chat role's remote server; undefined: the local engine serves it. */
   readonly chatRemote: RemoteBackend | undefined;
-  /** Why the chat role cannot be served at all (roles.ts: two different local models). */
-  chatRefusal(): K3Problem | undefined;
   /** Where each turn's numbers go. */
   readonly status: Pick<StatusReporter, 'lastChat' | 'changed'>;
   /** Streams the reply (k3/chat/didStream). */
@@ -234,7 +233,7 @@ export class ChatService {
     let removed = 0;
     for (const c of ids) {
       this.active.get(c)?.job.cancel();
-      if (this.ctx.host.chatHeld === c) this.ctx.host.chatHeld = undefined;
+      if (this.ctx.chatHost.chatHeld === c) this.ctx.chatHost.chatHeld = undefined;
       if (await this.ctx.store.delete(c)) removed++;
     }
     return removed;
@@ -261,7 +260,7 @@ export class ChatService {
     const conv = v.conversationId === undefined ? undefined : this.ctx.store.get(v.conversationId);
     if (v.conversationId !== undefined && !conv) throw new K3Failure('unknown-conversation', `No conversation has the id ${String(v.conversationId)}.`);
     const thinking = conv?.thinking ?? this.ctx.settings.chat.thinking;
-    const engine = this.ctx.chatRemote ? undefined : this.ctx.host.ready();
+    const engine = this.ctx.chatRemote ? undefined : this.ctx.chatHost.ready();
     const maxTokens = replyLimit(this.ctx.settings.chat.maxTokens, engine && !engine.info.chat);
     const plan = planTurn(conv, v.message, attachments, v.replaceFrom, maxTokens, this.counter(thinking), Date.now());
     return plan.budget;
@@ -278,7 +277,7 @@ export class ChatService {
       const renderer = remote.tokenizer && this.remoteRenderer(remote.tokenizer);
       return renderer ? rendererCounter(renderer, context, thinking, 0) : remoteCounter(context, undefined);
     }
-    const engine = this.ctx.host.ready();
+    const engine = this.ctx.chatHost.ready();
     return rendererCounter(this.renderer(engine), engine.chat.maxContext, thinking && engine.info.chat);
   }
 
@@ -288,10 +287,8 @@ export class ChatService {
 
   async send(raw: unknown, token: CancellationToken): Promise<ChatSendResult> {
     const params = checkSendParams(raw);
-    const refusal = this.ctx.chatRefusal();
-    if (refusal) throw new K3Failure(refusal.kind, refusal.message, undefined, undefined, refusal.action.kind);
     const remote = this.ctx.chatRemote;
-    const engine = remote ? undefined : this.ctx.host.ready();
+    const engine = remote ? undefined : this.ctx.chatHost.ready();
     // A model not trained for chat: no thinking, a short cap, replies labelled with its name.
     const completionModel = engine && !engine.info.chat ? engine.info.name : undefined;
     const { store, settings } = this.ctx;
@@ -339,7 +336,7 @@ export class ChatService {
       this.stop(conv.id);
     });
     const messageId = crypto.randomUUID();
-    const host = this.ctx.host;
+    const host = this.ctx.chatHost;
     try {
       const result = await this.ctx.scheduler.run(job, async (): Promise<ChatSendResult> => {
         if (remote) {

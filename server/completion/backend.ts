@@ -35,8 +35,10 @@ export interface CompletionBackend {
   run(job: Job, request: CompletionRequest, stats: CompletionStats): Promise<void>;
   /** Runs the prompt only, so a later run() of a prompt that shares its prefix reuses it
    * (warmup.ts): the local engine prefills it with checkpoints at the layout's boundaries, a
-   * remote server fills its prefix cache. Resolves with the tokens reused and computed. */
-  warm(job: Job, layout: Layout): Promise<WarmResult>;
+   * remote server fills its prefix cache. Resolves with the tokens reused and computed.
+   * Absent: the backend is not warmed (llama-server's /infill route, whose prompt the
+   * server lays out: not yet). */
+  warm?(job: Job, layout: Layout): Promise<WarmResult>;
 }
 
 export interface WarmResult {
@@ -51,19 +53,20 @@ function checkpointsOf(layout: Layout): number[] {
 
 /** The local engine's completion session as a CompletionBackend. */
 export function localCompletionBackend(engine: LoadedEngine): CompletionBackend {
+  const es = engine.completion;
+  if (!es) throw new Error(`the model at ${engine.modelPath} was loaded for chat only; it has no completion session`);
   return {
     encoder: engine.tokenizer,
     fingerprint: engine.fingerprint,
-    maxContext: engine.completion.maxContext,
+    maxContext: es.maxContext,
     heals: true,
     fim: fimTokens(engine.tokenizer),
     async warm(job, layout) {
-      const r = await engine.completion.prefill(job, layout.ids, checkpointsOf(layout));
+      const r = await es.prefill(job, layout.ids, checkpointsOf(layout));
       return { reused: r.reused, prefilled: r.prefilled };
     },
     async run(job, request, stats) {
       const { layout } = request;
-      const es = engine.completion;
       const prefill = await es.prefill(job, layout.ids, checkpointsOf(layout));
       stats.reusedTokens = prefill.reused;
       stats.prefilledTokens = prefill.prefilled;

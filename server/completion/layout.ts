@@ -65,6 +65,9 @@ export interface Layout {
   stableEnd: number;
   /** Keys of the chunks that fit, then of the snippets. */
   chunkKeys: string[];
+  /** The chunks those keys name, in prompt order (a backend that lays out its own prompt,
+   * llama-server's /infill, sends them as they are). */
+  chunks: ContextChunk[];
   /** The text of part 2, for cache keys. */
   fileText: string;
   linePrefix: string;
@@ -174,12 +177,14 @@ export function layoutPrompt(enc: Encoder, input: LayoutInput): Layout {
   // 1. extra context, oldest first, while it fits its budget.
   const ids: number[] = [];
   const chunkKeys: string[] = [];
+  const chunks: ContextChunk[] = [];
   const chunkIds: number[] = [];
   for (const c of input.chunks) {
     const t = enc.encode(chunkText(c), false);
     if (chunkIds.length + t.length > input.maxContextTokens) break;
     for (const id of t) chunkIds.push(id);
     chunkKeys.push(c.key);
+    chunks.push(c);
   }
   ids.push(...chunkIds);
   // 1, continued: the snippets, each encoded alone (their budget was kept by fitSnippets). A
@@ -192,6 +197,7 @@ export function layoutPrompt(enc: Encoder, input: LayoutInput): Layout {
     chunkIds.push(...t);
     ids.push(...t);
     chunkKeys.push(c.key);
+    chunks.push(c);
   }
   const contextEnd = ids.length;
 
@@ -243,5 +249,5 @@ export function layoutPrompt(enc: Encoder, input: LayoutInput): Layout {
   ids.push(...lineIds);
 
   const draftIds = [...enc.encode([lineSuffix, ...nextLines].join('\n'), false), ...chunkIds];
-  return { ids, contextEnd, suffixEnd, fim: input.fim !== undefined, stableEnd, chunkKeys, fileText, linePrefix, heal, lineSuffix, nextLines, draftIds };
+  return { ids, contextEnd, suffixEnd, fim: input.fim !== undefined, stableEnd, chunkKeys, chunks, fileText, linePrefix, heal, lineSuffix, nextLines, draftIds };
 }

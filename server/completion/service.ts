@@ -73,6 +73,7 @@ export interface Prepared {
   before: string;
   ppInput: PostprocessInput;
   snippetCount: number;
+  definitionCount: number;
   contextMs: number;
   /** What the editor is sent for a post-processed result. */
   item(result: PostprocessResult): InlineCompletionList;
@@ -151,7 +152,7 @@ export class CompletionService {
       // Shaped when it was computed: the rest of a block accepted in part is still that block,
       // though the lines left would not open one where the cursor is now.
       const result: PostprocessResult = { text: cached, final: true };
-      this.record({ ...emptyStats('cache'), snippets: p.snippetCount, contextMs: p.contextMs, promptTokens: p.layout.ids.length, reusedTokens: p.layout.ids.length, totalMs: Date.now() - t0 });
+      this.record({ ...emptyStats('cache'), snippets: p.snippetCount, definitions: p.definitionCount, contextMs: p.contextMs, promptTokens: p.layout.ids.length, reusedTokens: p.layout.ids.length, totalMs: Date.now() - t0 });
       this.warmup.answeredFromCache(p.base, p.before, ahead !== undefined);
       const list = p.item(result);
       this.explain('cache', p.layout.heal, cached, result, list);
@@ -225,6 +226,7 @@ export class CompletionService {
       fim: settings.fim ? backend.fim : undefined,
     });
     const snippetCount = layout.chunkKeys.filter((k) => k.startsWith('snippet:') || k.startsWith('definition:')).length;
+    const definitionCount = layout.chunkKeys.filter((k) => k.startsWith('definition:')).length;
     const fileLines = splitLines(layout.fileText);
     const ppInput: PostprocessInput = {
       linePrefix: layout.linePrefix,
@@ -253,7 +255,7 @@ export class CompletionService {
       const end = m.coversSuffix ? { line: at.line, character: at.character + layout.lineSuffix.length } : at;
       return { items: [{ insertText: m.insertText, range: { start: at, end } }] };
     };
-    return { backend, layout, base, before: layout.fileText + layout.linePrefix, ppInput, snippetCount, contextMs, item };
+    return { backend, layout, base, before: layout.fileText + layout.linePrefix, ppInput, snippetCount, definitionCount, contextMs, item };
   }
 
   /** Runs a prepared completion as `job` (a user request, or one computed ahead), fills
@@ -266,6 +268,7 @@ export class CompletionService {
     if (layout.heal) stats.healedText = layout.heal;
     stats.layout = layout.fim ? 'fim' : 'plain';
     stats.snippets = p.snippetCount;
+    stats.definitions = p.definitionCount;
     stats.contextMs = p.contextMs;
     let raw = '';
     try {

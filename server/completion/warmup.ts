@@ -66,13 +66,14 @@ export class Warmup {
     this.prefillJob?.cancel('superseded');
     const t0 = Date.now();
     const prepared = this.prepare(p);
-    if (!prepared) return;
+    const warm = prepared?.backend.warm?.bind(prepared.backend);
+    if (!prepared || !warm) return;
     const job = new Job('completion', 'background');
     this.prefillJob = job;
     this.stats.prefills++;
     this.changed();
     try {
-      const r = await this.ctx.scheduler.run(job, () => prepared.backend.warm(job, prepared.layout));
+      const r = await this.ctx.scheduler.run(job, () => warm(job, prepared.layout));
       this.stats.lastReusedTokens = r.reused;
       this.stats.lastPrefilledTokens = r.prefilled;
       this.ctx.log(`warm-up: prefilled ${r.prefilled} tokens of ${prepared.layout.ids.length} (reused ${r.reused}) for ${p.uri} at ${p.position.line}:${p.position.character} in ${Date.now() - t0} ms`);

@@ -13,7 +13,6 @@ import {
   type ChatStopReason,
   type EditStartParams,
   type EditStartResult,
-  type K3Problem,
   type ServerSettings,
 } from '../../protocol/lsp';
 import { Job, type Scheduler } from '../scheduler';
@@ -28,11 +27,9 @@ import { parseEditReply, partialEditCode } from './reply';
 export interface EditServiceHost {
   readonly settings: ServerSettings;
   readonly scheduler: Pick<Scheduler, 'run'>;
-  readonly host: Pick<EngineHost, 'ready' | 'chatHeld'>;
+  readonly chatHost: Pick<EngineHost, 'ready' | 'chatHeld'>;
   /** The chat role's remote server (an edit is a chat turn); undefined: the local engine. */
   readonly chatRemote: RemoteBackend | undefined;
-  /** Why the chat role cannot be served at all (roles.ts: two different local models). */
-  chatRefusal(): K3Problem | undefined;
   readonly connection: Pick<Connection, 'sendNotification'>;
   /** The chat service, which makes and keeps each loaded model's chat format. */
   readonly chat: Pick<ChatService, 'renderer'>;
@@ -58,10 +55,8 @@ export class EditService {
 
   async start(raw: unknown, token: CancellationToken): Promise<EditStartResult> {
     const params = checkParams(raw);
-    const refusal = this.ctx.chatRefusal();
-    if (refusal) throw new K3Failure(refusal.kind, refusal.message, undefined, undefined, refusal.action.kind);
     const remote = this.ctx.chatRemote;
-    const engine = remote ? undefined : this.ctx.host.ready();
+    const engine = remote ? undefined : this.ctx.chatHost.ready();
     if (engine && !engine.info.chat) {
       throw new K3Failure(
         'model-cannot-chat',
@@ -103,7 +98,7 @@ export class EditService {
         const renderer = this.ctx.chat.renderer(engine);
         const prompt = renderer.render([{ role: 'user', content: message }], { thinking: false, generationPrompt: true });
         // The chat session will hold this prompt, not the conversation it held.
-        this.ctx.host.chatHeld = undefined;
+        this.ctx.chatHost.chatHeld = undefined;
         const es = engine.chat;
         await es.prefill(job, prompt, []);
         const parser = renderer.parser(false);

@@ -80,6 +80,15 @@ export interface NativePlan {
 }
 
 /** One row of the engine's preset table (k3_preset). */
+/** Time to first token of a prompt of `tokens` tokens (k3_prefill_forecast): prefilled in
+ * `passes` passes of `batch`, the batch the plan allows on this machine. */
+export interface FirstTokenForecast {
+  tokens: number;
+  seconds: number;
+  batch: number;
+  passes: number;
+}
+
 /** How the engine's forecasts did on the machine their profile describes (k3_forecast's check). */
 export interface ForecastCheck {
   configurations: number;
@@ -160,6 +169,9 @@ export interface NativeAddon {
    * `configurations` configurations of the slice, `within` of them within 15 %, the
    * largest miss `worst` (a fraction); null without a profile or a recorded check. */
   forecastCheck(): ForecastCheck | null;
+  /** Time to first token of the full release per preset on this machine, for a 512- and a
+   * 2,048-token prompt; empty without a machine profile. */
+  presetFirstTokens(): Record<string, FirstTokenForecast[]>;
   modelPlan(model: NativeModel, options?: { maxContext?: number; batch?: number }): NativePlan;
   Session: new (model: NativeModel, options?: NativeContextOptions) => NativeSession;
 }

@@ -4,7 +4,7 @@
 // failures become EngineErrors carrying the status name and number and the engine's
 // detail. It decides nothing about prompts, caching or scheduling (server/scheduler.ts
 // and the features do).
-import { loadAddon, type ForecastCheck, type NativeGenerateStats, type NativeModel, type NativeOpenProgress, type NativePlan, type NativePreset, type NativeSession } from './addon';
+import { loadAddon, type FirstTokenForecast, type ForecastCheck, type NativeGenerateStats, type NativeModel, type NativeOpenProgress, type NativePlan, type NativePreset, type NativeSession } from './addon';
 import type { Tokenizer } from './tokenizer';
 
 /** k3_status names (native/src/version.c), fixed forever like the numbers. */
@@ -76,6 +76,7 @@ export interface SessionOptions {
   /** Positions the sequence may reach (sizes the MLA cache). */
   maxContext: number;
   threads?: number;
+  /** Tokens per prefill pass; absent or 0: sized by the plan (128 unless weights stream). */
   batch?: number;
   /** Memory the session's checkpoints may hold; least recently used dropped first. */
   checkpointBytes?: number;
@@ -98,9 +99,10 @@ export class Model {
     return this.native.vocabSize;
   }
 
-  /** What a context of maxContext positions needs on this model (k3_model_plan). */
+  /** What a context of maxContext positions needs on this model (k3_model_plan), with the
+   * prefill batch sessions get by default (sized by the plan). */
   plan(maxContext: number): NativePlan {
-    return loadAddon().modelPlan(this.native, { maxContext });
+    return loadAddon().modelPlan(this.native, { maxContext, batch: 0 });
   }
 
   /** A new sequence on this model; throws an EngineError when it cannot be allocated. */
@@ -110,7 +112,7 @@ export class Model {
       const native = new addon.Session(this.native, {
         maxContext: options.maxContext,
         threads: options.threads ?? 1,
-        batch: options.batch ?? 128,
+        batch: options.batch ?? 0, // K3_BATCH_AUTO: sized by the plan where weights stream
       });
       if (options.checkpointBytes !== undefined) native.setCheckpointLimit(options.checkpointBytes);
       return new Session(native, options.maxContext, options.checkpointBytes);
@@ -144,6 +146,11 @@ export function enginePresets(): EnginePreset[] {
 /** Seconds per token of the full release per preset on this machine, where it was measured. */
 export function enginePresetForecasts(): Record<string, number> {
   return loadAddon().presetForecasts();
+}
+
+/** Time to first token per preset (512- and 2,048-token prompts), or {} without a profile. */
+export function enginePresetFirstTokens(): Record<string, FirstTokenForecast[]> {
+  return loadAddon().presetFirstTokens();
 }
 
 /** How those forecasts did where this machine's profile was measured, or null. */

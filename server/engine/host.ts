@@ -25,12 +25,16 @@ export interface LoadedEngine {
   modelPath: string;
   model: Model;
   tokenizer: Tokenizer;
-  completion: EngineSession;
+  /** The ghost-text session; a host that serves chat only (a second local model) opens
+   * none, and nothing asks it for one (ServerCtx.hostFor). */
+  completion?: EngineSession;
   chat: EngineSession;
   /** Identifies the checkpoint's bytes (config, index, shard sizes and heads). */
   fingerprint: string;
   /** Name, size and what it was trained for. */
   info: ModelInfo;
+  /** What it holds by its plan, model and sessions. */
+  need: MemoryNeed;
 }
 
 /** A completion checkpoint copies the recurrent state and the prompt's cache rows; room for
@@ -70,6 +74,26 @@ export interface SessionSizes {
   chatContext: number;
 }
 
+/** What a load may be told beyond the folder and the preset. */
+export interface LoadOptions {
+  /** The load waits for this to settle before it takes the engine (a second model loads
+   * after the first, so its memory check sees the first one's plan). */
+  after?: Promise<unknown>;
+  /** Called with the opened model and the plan of its sessions before they open; a throw
+   * (a K3Failure saying why) refuses the model, which is closed. */
+  admit?: (need: MemoryNeed) => void;
+}
+
+/** What a loaded model holds by its plan (k3_model_plan), in bytes. */
+export interface MemoryNeed {
+  /** Weights and the preset's budgets. */
+  modelBytes: number;
+  /** Every session's context (caches, state, buffers) and the completion checkpoints. */
+  contextBytes: number;
+  /** MemAvailable when planned; 0: unknown. */
+  available: number;
+}
+
 export interface HostEvents {
   /** The phase or the load's progress changed. */
   changed(): void;
@@ -97,11 +121,14 @@ export class EngineHost {
   private cancelledUpTo = 0;
   private loadEnded: Array<() => void> = [];
 
+  /** `serves`: the roles whose sessions a load opens (both, unless this host holds the
+   * chat role's own model). */
   constructor(
     private readonly scheduler: Scheduler,
     private readonly store: () => WorkspaceStore,
     private readonly sizes: () => SessionSizes,
     private readonly events: HostEvents,
+    private readonly serves: 'both' | 'chat' = 'both',
   ) {}
 
   /** The loaded engine, or a K3Failure saying why there is none. */
@@ -122,7 +149,7 @@ export class EngineHost {
    * cancels the first. The phase is `loading` as soon as this is called (synchronously,
    * once the folder is checked). Resolves when it is ready; rejects with a K3Failure or
    * Cancelled. */
-  async load(modelPath: string, preset: string): Promise<LoadedEngine> {
+  async load(modelPath: string, preset: string, options: LoadOptions = {}): Promise<LoadedEngine> {
     const dir = path.resolve(modelPath);
     let info: ModelInfo;
     try {
@@ -155,6 +182,7 @@ export class EngineHost {
     this.problem = undefined;
     this.events.changed();
     await previous?.catch(() => undefined);
+    await options.after?.catch(() => undefined);
     const newest = (): boolean => seq === this.loadSeq;
     let cancelled = !newest() || seq <= this.cancelledUpTo;
     let open: { cancel(): void } | undefined;
@@ -185,28 +213,34 @@ export class EngineHost {
           tokenizer = await Tokenizer.openAsync(dir);
           this.setPhase('sessions', t0);
           const { threads, completionContext, chatContext } = this.sizes();
-          const plan = model.plan(completionContext);
-          const completion = model.session({
-            maxContext: completionContext,
-            threads,
-            checkpointBytes: COMPLETION_CHECKPOINTS * (plan.recurrentState + plan.kvCache),
-          });
+          const both = this.serves === 'both';
+          const chatPlan = model.plan(chatContext);
+          const completionPlan = both ? model.plan(completionContext) : undefined;
+          const checkpointBytes = completionPlan ? COMPLETION_CHECKPOINTS * (completionPlan.recurrentState + completionPlan.kvCache) : 0;
+          const need: MemoryNeed = {
+            modelBytes: chatPlan.modelTotal,
+            contextBytes: chatPlan.contextTotal + (completionPlan?.contextTotal ?? 0) + checkpointBytes,
+            available: chatPlan.available,
+          };
+          options.admit?.(need);
+          const completion = both ? model.session({ maxContext: completionContext, threads, checkpointBytes }) : undefined;
           let chat;
           try {
             // Chat takes no checkpoints: a turn resumes from the live sequence or a saved state.
             chat = model.session({ maxContext: chatContext, threads, checkpointBytes: 0 });
           } catch (e) {
-            completion.close();
+            completion?.close();
             throw e;
           }
           const loaded: LoadedEngine = {
             modelPath: dir,
             model,
             tokenizer,
-            completion: new EngineSession(completion, this.scheduler, () => this.checkFiles()),
+            ...(completion ? { completion: new EngineSession(completion, this.scheduler, () => this.checkFiles()) } : {}),
             chat: new EngineSession(chat, this.scheduler, () => this.checkFiles()),
             fingerprint: fingerprint(dir),
             info,
+            need,
           };
           this.events.accept(loaded);
           // Best effort: a failed write is the store's problem to report, never the load's.
@@ -301,7 +335,7 @@ export class EngineHost {
     if (!l) return;
     this.loaded = undefined;
     this.chatHeld = undefined;
-    l.completion.close();
+    l.completion?.close();
     l.chat.close();
     l.tokenizer.close();
     l.model.close();

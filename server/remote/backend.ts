@@ -4,7 +4,9 @@
 // profile.ts), the phase and problem the status reports in the local engine's terms, and
 // the one way a job talks to it: a streamed request that job.stop() and job.cancel() end by
 // closing the connection; and whether completion prompts may go as token ids, which only a
-// check against the server decides (tokenizer-check.ts). Failures become K3Failures with
+// check against the server decides (tokenizer-check.ts); and, for the server of the
+// completions role, which route serves ghost text (`/v1/completions`, or llama-server's
+// `/infill`, probed once per check: infill.ts). Failures become K3Failures with
 // the same codes the local engine uses, and every one is logged with the server's own
 // message. The API key is kept here
 // and sent in a header; it is never logged or put in a message. It does not lay out
@@ -19,12 +21,14 @@ import type {
   JobStatus,
   K3Problem,
   RemoteOptions,
+  RemoteRoute,
   RemoteServerKind,
   RemoteStatus,
 } from '../../protocol/lsp';
 import type { Job } from '../scheduler';
 import { remoteCompletionBackend } from './completion';
 import { contextFromMessage, displayUrl, RemoteError, requestJson, streamEvents } from './http';
+import { chooseRoute, type InfillSupport, probeInfill, remoteInfillBackend, type RouteChoice } from './infill';
 import { findModel, PROFILES, propsContext, readModelListing } from './profile';
 import { checkTokenizer, type PromptVerdict } from './tokenizer-check';
 
@@ -160,6 +164,14 @@ export class RemoteBackend {
   private verdict: PromptVerdict = { prompts: 'text', reason: 'the server has not been checked yet' };
   /** The verdict last written to the log. */
   private loggedVerdict = '';
+  /** `k3.completions.remote.route` while this server serves the completions role
+   * (ctx.ts sets it); undefined for a chat-only server. */
+  routeSetting: RemoteRoute | undefined;
+  /** Whether the server answers /infill: probed at each check of a llama-server that
+   * serves completions, `no` after a refusal. */
+  private infill: InfillSupport = { state: 'unknown', reason: 'the server has not been checked yet' };
+  /** The route choice last written to the log. */
+  private loggedRoute = '';
   readonly timeoutMs: number;
   private readonly base: URL | undefined;
   private apiKey: string | undefined;
@@ -224,6 +236,11 @@ export class RemoteBackend {
     if (this.server) s.server = this.server;
     if (this.maxContext < Number.MAX_SAFE_INTEGER) s.contextTokens = this.maxContext;
     if (this.phase === 'loading') s.loading = this.problem?.kind === 'remote-loading' ? 'model' : 'connecting';
+    const choice = this.completionRoute();
+    if (choice) {
+      s.completionRoute = choice.route;
+      s.completionRouteReason = choice.reason;
+    }
     return s;
   }
 
@@ -300,6 +317,7 @@ export class RemoteBackend {
       this.modelProblem = undefined;
       const propsTokens = await this.checkKey(listing.server, found.id);
       await this.checkPrompts(listing.server, found.id, found.vocabSize);
+      await this.checkInfill(listing.server);
       this.model = found.id;
       this.maxContext = found.contextTokens ?? propsTokens ?? this.learnedContext ?? Number.MAX_SAFE_INTEGER;
       this.healthy();
@@ -358,6 +376,41 @@ export class RemoteBackend {
         : `remote backend: prompts go as text: ${this.verdict.reason}`;
     if (line !== this.loggedVerdict) this.events.log(line);
     this.loggedVerdict = line;
+  }
+
+  /** Probes /infill on a llama-server that serves completions (infill.ts); other servers
+   * have none (a forced route finds out from the first refusal). */
+  private async checkInfill(server: RemoteServerKind | undefined): Promise<void> {
+    if (this.routeSetting === undefined) return;
+    if (server !== 'llama-server') {
+      this.infill = { state: 'unknown', reason: `${PROFILES[server ?? 'unknown'].name} is not llama-server` };
+    } else {
+      const base = this.base as URL;
+      this.infill = await probeInfill((p, body) => requestJson(new URL(p, base), 'POST', body, this.requestOptions()));
+    }
+    this.logRoute();
+  }
+
+  /** /infill refused a request for good (infill.ts): completions go to /v1/completions. */
+  refuseInfill(reason: string): void {
+    this.infill = { state: 'no', reason };
+    this.logRoute();
+    this.events.changed();
+  }
+
+  /** The route that serves completions now and why; undefined for a chat-only server. */
+  completionRoute(): RouteChoice | undefined {
+    if (this.routeSetting === undefined) return undefined;
+    return chooseRoute(this.routeSetting, this.server, this.verdict, this.infill);
+  }
+
+  /** Writes the route choice to the log when it changed (a setting, a check, a refusal). */
+  logRoute(): void {
+    const choice = this.completionRoute();
+    if (!choice) return;
+    const line = `remote backend: completions go to ${choice.route === 'infill' ? '/infill' : '/v1/completions'}: ${choice.reason}`;
+    if (line !== this.loggedRoute) this.events.log(line);
+    this.loggedRoute = line;
   }
 
   /** The server answered as it should: ready again. */
@@ -425,6 +478,9 @@ export class RemoteBackend {
     body: Record<string, unknown>,
     deadlineTimeouts: number,
     onEvent: (data: unknown) => void | 'close',
+    /** Turns a failure the caller handles itself (an /infill refusal) into the error to
+     * throw, after it is logged; undefined: the usual failure. */
+    intercept?: (e: RemoteError) => Error | undefined,
   ): Promise<'done' | 'stopped'> {
     if (!this.base) throw new K3Failure(this.problem?.kind ?? 'remote-unreachable', this.problem?.message ?? 'No remote endpoint is set.');
     if (this.modelProblem) throw remoteFailure(this.modelProblem, this.where);
@@ -460,6 +516,8 @@ export class RemoteBackend {
       const f = remoteFailure(err, this.where);
       if (!(f instanceof K3Failure)) throw f;
       this.events.log(`remote backend: ${f.message} [${err.message}]`);
+      const own = intercept?.(err);
+      if (own) throw own;
       if (err.reason === 'context') this.learnContext(err);
       if (err.reason === 'model-missing') this.modelProblem = err;
       if (UNUSABLE.has(err.reason)) this.setProblem(err, true);
@@ -488,9 +546,10 @@ export class RemoteBackend {
     this.events.log(line);
   }
 
-  /** What runs completions: this server, with the tokenizer or an estimate of it. */
+  /** What runs completions: this server's /infill or /v1/completions (completionRoute),
+   * with the tokenizer or an estimate of it. */
   completionBackend(): CompletionBackend {
-    return remoteCompletionBackend(this);
+    return this.completionRoute()?.route === 'infill' ? remoteInfillBackend(this) : remoteCompletionBackend(this);
   }
 
   dispose(): void {

@@ -11,7 +11,8 @@
 import type { CompletionBackend } from '../completion/backend';
 import type { Encoder } from '../completion/layout';
 import type { RemoteBackend } from './backend';
-import { COMPLETION_DEADLINE_TIMEOUTS, ReplyBudget } from './budget';
+import { COMPLETION_DEADLINE_TIMEOUTS } from './budget';
+import { CompletionStream } from './completion-stream';
 import { remoteWarm } from './warmup';
 
 /** Characters a token is assumed to hold when no tokenizer is known (code averages more). */
@@ -54,9 +55,12 @@ interface CompletionChunk {
 
 const count = (v: unknown): number | undefined => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined);
 
-export function remoteCompletionBackend(remote: RemoteBackend): CompletionBackend {
-  const tokenizer = remote.tokenizer;
-  const estimate = tokenizer ? undefined : new TextEstimate();
+/** `laidOutWith`: the encoder a layout was already made with (a request /infill refused
+ * comes here with its layout): its ids are decoded by the same estimate, or sent as ids
+ * when it is the tokenizer. */
+export function remoteCompletionBackend(remote: RemoteBackend, laidOutWith?: Encoder): CompletionBackend {
+  const tokenizer: Encoder | undefined = laidOutWith ? (laidOutWith instanceof TextEstimate ? undefined : laidOutWith) : remote.tokenizer;
+  const estimate = tokenizer ? undefined : laidOutWith instanceof TextEstimate ? laidOutWith : new TextEstimate();
   return {
     encoder: tokenizer ?? (estimate as TextEstimate),
     heals: remote.heals,
@@ -65,14 +69,9 @@ export function remoteCompletionBackend(remote: RemoteBackend): CompletionBacken
     warm: (job, layout) => remoteWarm(remote, job, layout, estimate),
     async run(job, request, stats) {
       const { layout } = request;
-      const t0 = Date.now();
-      let first: number | undefined;
-      let pieces = 0;
       const prompt = estimate ? estimate.decode(layout.ids) : layout.ids;
       const checkpoints = [layout.contextEnd, layout.stableEnd].filter((b) => b > 0 && b < layout.ids.length);
-      const budget = new ReplyBudget(request.maxTokens);
-      job.stage = 'prefill';
-      job.tokens = 0;
+      const stream = new CompletionStream(job, request);
       const end = await remote.stream(
         job,
         'completions',
@@ -89,17 +88,7 @@ export function remoteCompletionBackend(remote: RemoteBackend): CompletionBacken
         COMPLETION_DEADLINE_TIMEOUTS,
         (data) => {
           const chunk = data as CompletionChunk;
-          const sent = chunk.choices?.[0]?.text;
-          const [text] = typeof sent === 'string' && sent !== '' ? budget.take(sent) : [''];
-          if (text !== '') {
-            if (first === undefined) {
-              first = Date.now();
-              job.stage = 'generate';
-            }
-            pieces++;
-            job.tokens = pieces;
-            request.onText(text);
-          }
+          const close = stream.take(chunk.choices?.[0]?.text);
           const u = chunk.usage;
           if (u) {
             const promptTokens = count(u.prompt_tokens);
@@ -112,18 +101,10 @@ export function remoteCompletionBackend(remote: RemoteBackend): CompletionBacken
             const generated = count(u.completion_tokens);
             if (generated !== undefined) stats.generatedTokens = generated;
           }
-          return budget.exceeded === undefined ? undefined : 'close';
+          return close;
         },
       );
-      // A server that ignores max_tokens: the completion is what the budget held.
-      if (budget.exceeded !== undefined) remote.log(`remote backend: a completion was cut: ${budget.exceeded}; the stream was closed after ${budget.pieces} pieces and ${budget.bytes} bytes`);
-      const done = Date.now();
-      stats.prefillMs = (first ?? done) - t0;
-      stats.generateMs = first === undefined ? 0 : done - first;
-      // Without usage (a stopped stream, or a server that does not send it): the pieces.
-      if (budget.exceeded !== undefined) stats.generatedTokens = pieces;
-      else if (end === 'stopped' || stats.generatedTokens === 0) stats.generatedTokens = Math.max(stats.generatedTokens, pieces);
-      if (stats.prefilledTokens === 0 && stats.reusedTokens === 0) stats.prefilledTokens = stats.promptTokens;
+      stream.finish(end, stats, (m) => remote.log(m));
     },
   };
 }

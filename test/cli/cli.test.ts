@@ -102,6 +102,30 @@ test('k3 bench-scale probes the disk without reading any bytes twice (the second
   assert.ok(blocks.bytes <= shards && blocks.bytes >= shards - 2 * blocks.block, `${blocks.bytes} of ${shards}`);
 });
 
+test('k3 bench-scale --prefill reports the batch, the passes and one read of every streamed layer per pass', () => {
+  const model = ensureFixture({ gate: 'lowerbound' });
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-bench-scale-prefill-'));
+  const out = path.join(dir, 'scale.json');
+  const run = (extra: string[]) => {
+    // A trunk budget of 0.5 MB: two ring slots, every layer streamed.
+    const r = spawnSync(k3Cli, ['bench-scale', model, '--steps', '1', '--prompt-tokens', '4', '--prefill', '300', '--trunk-gb', '0.0005', '--cache-gb', '1', ...extra, '--out', out], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    return JSON.parse(fs.readFileSync(out, 'utf8')).prefill as { tokens: number; batch: number; batch_sized: number; passes: number; trunk_layer_reads: number; streamed_layers: number };
+  };
+  const sized = run([]);
+  const given = run(['--prefill-batch', '128']);
+  fs.rmSync(dir, { recursive: true });
+  assert.ok(sized.streamed_layers > 0, 'the trunk streams');
+  assert.deepEqual([sized.batch_sized, sized.passes], [1, 1]);
+  assert.ok(sized.batch >= 300);
+  assert.deepEqual([given.batch_sized, given.batch, given.passes], [0, 128, 3]);
+  // The ring reads ahead at most its two slots past the last pass.
+  for (const p of [sized, given]) {
+    const extra = p.trunk_layer_reads - p.passes * p.streamed_layers;
+    assert.ok(extra >= 0 && extra <= 2, `${p.trunk_layer_reads} reads in ${p.passes} passes of ${p.streamed_layers} layers`);
+  }
+});
+
 test('k3 bench pairs every decode stretch with a triad and reports the median round', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-bench-'));
   const out = path.join(dir, 'bench.json');
@@ -130,4 +154,21 @@ test('k3 bench pairs every decode stretch with a triad and reports the median ro
   assert.ok(json.fma_peak_flops_per_s > 0 && json.prefill_flops_per_s > 0);
   const share = json.prefill_flops_per_s / json.fma_peak_flops_per_s;
   assert.ok(Math.abs(share - json.prefill_over_peak) <= 1e-3 * share + 1e-6);
+  // Per layer kind: every layer counted once under its kind, lm_head once, and the kinds
+  // account for every weight byte a decoded token streams (the embedding reads none).
+  const config = JSON.parse(fs.readFileSync(path.join(model, 'config.json'), 'utf8'));
+  const text = config.text_config ?? config;
+  const kinds = json.layer_kinds as { kind: string; layers: number; prefill_time_share: number; decode_time_share: number; decode_weight_bytes_per_token: number; prefill_over_peak: number; decode_over_bound: number }[];
+  const byKind = Object.fromEntries(kinds.map((k) => [k.kind, k]));
+  assert.equal(byKind.lm_head.layers, 1);
+  assert.equal(kinds.filter((k) => k.kind !== 'lm_head').reduce((n, k) => n + k.layers, 0), text.num_hidden_layers);
+  assert.equal(byKind.dense?.layers ?? 0, text.first_k_dense_replace ?? 0);
+  const bytes = kinds.reduce((n, k) => n + k.decode_weight_bytes_per_token, 0);
+  assert.ok(Math.abs(bytes - json.weight_bytes_per_token) <= kinds.length, `${bytes} of ${json.weight_bytes_per_token}`);
+  for (const k of kinds) {
+    assert.ok(k.prefill_time_share > 0 && k.decode_time_share > 0 && k.prefill_over_peak > 0 && k.decode_over_bound > 0, k.kind);
+  }
+  assert.ok(kinds.reduce((n, k) => n + k.prefill_time_share, 0) <= 1 + 1e-9);
+  assert.ok(kinds.reduce((n, k) => n + k.decode_time_share, 0) <= 1 + 1e-9);
+  assert.ok(r.stdout.includes('by layer kind'), r.stdout);
 });

@@ -130,6 +130,9 @@ export function installedExtension(): string {
   return path.join(extensionsDir, dir);
 }
 
+/** How long a workbench may take to appear: an upper bound on a busy machine, not a margin. */
+const WORKBENCH_TIMEOUT_MS = 180_000;
+
 export async function startSession(options: SessionOptions = {}): Promise<Session> {
   const extensionsDir = process.env.K3_E2E_EXTENSIONS;
   if (!extensionsDir || !fs.existsSync(extensionsDir)) {
@@ -208,8 +211,10 @@ export async function startSession(options: SessionOptions = {}): Promise<Sessio
     context.on('request', (r) => requests.push(r.url()));
     const page = context.pages()[0] ?? (await context.newPage());
     const workbench = `${url}/?folder=${encodeURIComponent(dirs.ws)}`;
-    await page.goto(workbench);
-    await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+    // The workbench is what counts, not the page's load event: on a loaded machine its
+    // scripts take long past the default 30 s (seen at load 16).
+    await page.goto(workbench, { waitUntil: 'commit', timeout: WORKBENCH_TIMEOUT_MS });
+    await page.locator('.monaco-workbench').waitFor({ timeout: WORKBENCH_TIMEOUT_MS });
 
     const opened = context;
     const session: Session = {
@@ -219,8 +224,8 @@ export async function startSession(options: SessionOptions = {}): Promise<Sessio
       requests,
       openWindow: async () => {
         const other = await opened.newPage();
-        await other.goto(workbench);
-        await other.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+        await other.goto(workbench, { waitUntil: 'commit', timeout: WORKBENCH_TIMEOUT_MS });
+        await other.locator('.monaco-workbench').waitFor({ timeout: WORKBENCH_TIMEOUT_MS });
         return windowOn(other);
       },
       close: stop,

@@ -1,6 +1,7 @@
 // roles.e2e.ts - ghost text and chat each on their own backend, in one real editor window:
-// k3.chat.backend `remote` on `k3 serve` (the tiny fixture, on a loopback port) beside the
-// default k3.completions.backend `embedded`. Typing shows k3-mini's completion as ghost text
+// chat moved to `k3 serve` (the tiny fixture, on a loopback port) through "K3: Choose Chat
+// Backend" as a user does it (a dead endpoint first: the check fails and nothing is saved),
+// beside the default k3.completions.backend `embedded`. Typing shows k3-mini's completion as ghost text
 // (checked against the installed extension's own server on k3-mini, and k3 serve sees no
 // completion request); a chat message streams its reply from k3 serve, without the k3-mini
 // notice; the status bar names both models and its tooltip each role's backend and state.
@@ -8,6 +9,7 @@ import assert from 'node:assert/strict';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import { ensureFixture } from '../support/fixtures';
+import { closedPort } from '../serve/remote-client';
 import { type Serve, startServe } from '../serve/support';
 import { ghostText, startSession, step, waitForStatus, type Session } from './harness';
 import { installedServerAnswer } from './installed-server';
@@ -28,8 +30,6 @@ before(async () => {
   s = await startSession({
     settings: {
       'k3.completions.debounceMs': 1000,
-      'k3.chat.backend': 'remote',
-      'k3.chat.remote.endpoint': serve.base,
       // Long enough that the reply is seen streaming before it ends.
       'k3.chat.maxTokens': 600,
     },
@@ -51,10 +51,39 @@ async function miniCompletion(workspace: string, text: string): Promise<string> 
   return insert as string;
 }
 
+/** Runs K3: Choose Chat Backend, picks "Remote server" and gives `endpoint`. */
+async function chooseRemoteChat(endpoint: string): Promise<void> {
+  await s.runCommand('K3: Choose Chat Backend');
+  const row = s.page.locator('.quick-input-list .monaco-list-row', { hasText: 'Remote server' });
+  await row.waitFor();
+  await row.click();
+  const box = s.page.locator('.quick-input-widget .quick-input-box input');
+  await s.page.locator('.quick-input-widget', { hasText: "The server's base URL" }).waitFor();
+  await box.fill(endpoint);
+  await box.press('Enter');
+}
+
+test('K3: Choose Chat Backend checks the endpoint: a dead one saves nothing, k3 serve is saved and chat moves there', async () => {
+  await step(s, 'roles-choose-backend', async () => {
+    await waitForStatus(s, /^K3: Ready/, 120_000);
+    // A loopback port nothing listens on (not one fetch refuses to use, like 9).
+    const dead = await closedPort();
+    await chooseRemoteChat(`http://127.0.0.1:${dead}`);
+    const refused = s.page.locator('.notifications-toasts .notification-list-item-message', { hasText: 'Nothing was saved' });
+    await refused.waitFor({ timeout: 60_000 });
+    assert.match(await refused.innerText(), new RegExp(`127\\.0\\.0\\.1:${dead}/v1/models failed: connection refused`));
+    await s.screenshot('roles-choose-backend-refused');
+    assert.match(await waitForStatus(s, /Chat: k3-mini/, 10_000), /Chat: k3-mini \(embedded/, 'chat stays on k3-mini');
+    await chooseRemoteChat(serve.base);
+    await s.page.locator('.notifications-toasts .notification-list-item-message', { hasText: 'chat now goes to' }).waitFor({ timeout: 60_000 });
+    await s.screenshot('roles-choose-backend-saved');
+  });
+});
+
 test('the status bar names both roles: k3-mini embedded for ghost text, the fixture on k3 serve for chat', async () => {
   await step(s, 'roles-status', async () => {
     const label = await waitForStatus(s, /^K3: Ready.*Chat: .*ready/, 120_000);
-    assert.match(label, /Completions: k3-mini \(embedded, ready\)/);
+    assert.match(label, /Completions: k3-mini \(embedded, ready, \d+ MiB in memory\)/);
     assert.match(label, new RegExp(`Chat: ${fixtureName} \\(remote ${serve.base.replace(/[.]/g, '\\.')}/v1, ready\\)`));
     assert.match(await s.statusItem().innerText(), new RegExp(`k3-mini \\| chat ${fixtureName}`));
   });

@@ -230,8 +230,10 @@ test('--list-presets shows the forecast seconds per token from the machine profi
   const f = forecast(['--profile', p], { K3_MEM_AVAILABLE: '64e9' });
   assert.ok(f.some((x) => x.preset === 'auto'));
   for (const row of f) {
-    const shown = new RegExp(`\\n  ${row.preset} .* ([\\d.]+)  \\S`).exec(r.stdout);
+    const shown = new RegExp(`\\n  ${row.preset} .* ([\\d.]+) +(\\d+)/(\\d+)  \\S`).exec(r.stdout);
     assert.ok(shown && Math.abs(Number(shown[1]) - row.seconds) < 0.006, `${row.preset}: ${shown?.[1]} against ${row.seconds}`);
+    assert.equal(Number(shown[2]), Math.round(row.prefill[0].seconds), `${row.preset}: first token after 512`);
+    assert.equal(Number(shown[3]), Math.round(row.prefill[1].seconds), `${row.preset}: first token after 2,048`);
   }
   assert.ok(r.stdout.includes(`s/token: from ${p}`));
   assert.doesNotMatch(r.stdout, /forecast checked/, 'a profile without a check claims none');
@@ -251,4 +253,35 @@ test('a profile that records its check carries it into every forecast, the table
   const listed = spawnSync(k3Binaries.plain, ['--list-presets'], { encoding: 'utf8', env: { ...process.env, K3_MACHINE_PROFILE: p } });
   assert.equal(listed.status, 0, listed.stderr);
   assert.match(listed.stdout, /\nforecast checked where the profile was measured: 3 of 5 configurations of the slice within 15 %, the worst off by 79 %\n/);
+});
+
+test('time to first token: one trunk read per pass of the batch, so the sized batch reads it once and batches of 128 sixteen times for 2,048 tokens', () => {
+  // A trunk budget of two layers: the rest streams through the ring.
+  const trunk = String((2.05 * Math.max(...layerBytes)) / 1e9);
+  const budgets = [dir, '--profile', profile(), '--trunk-gb', trunk, '--cache-gb', '0.01'];
+  const env = { K3_MEM_AVAILABLE: '64e9' };
+  const [sized] = forecast(budgets, env);
+  const [small] = forecast([...budgets, '--batch', '128'], env);
+  const [one] = forecast([...budgets, '--batch', '1'], env);
+  assert.ok(sized.trunk_read_bytes > 0, 'the trunk streams');
+  // Sized: the default 4096-token context's batch, all of it with 64 GB available.
+  for (const [row, batch] of [[sized, 4096], [small, 128], [one, 1]] as const) {
+    const [p512, p2048] = row.prefill;
+    assert.deepEqual([p512.tokens, p2048.tokens], [512, 2048]);
+    assert.equal(p2048.batch, batch);
+    assert.equal(p2048.passes, Math.ceil(2048 / batch));
+    assert.equal(p512.passes, Math.ceil(512 / p512.batch));
+    // Every pass reads the streamed trunk once, as a decode step does.
+    assert.ok(Math.abs(p2048.trunk_read_bytes - p2048.passes * row.trunk_read_bytes) <= 1, `batch ${batch}: trunk bytes`);
+    assert.ok(p2048.seconds > p512.seconds, `batch ${batch}: a longer prompt takes longer`);
+  }
+  // Fewer passes read less and take less time; one token per pass is N decode-like steps.
+  assert.ok(sized.prefill[1].seconds < small.prefill[1].seconds && small.prefill[1].seconds < one.prefill[1].seconds);
+  assert.ok(sized.prefill[1].expert_read_bytes <= small.prefill[1].expert_read_bytes);
+  assert.ok(Math.abs(one.prefill[1].seconds - 2048 * one.seconds) < 1e-5 * one.prefill[1].seconds); // both printed to 6 digits
+  // The table shows both beside s/token, with the batch.
+  const table = spawnSync(k3Binaries.plain, ['forecast', ...budgets], { encoding: 'utf8', env: { ...process.env, ...env } });
+  assert.equal(table.status, 0, table.stderr);
+  assert.match(table.stdout, new RegExp(` ${Math.round(sized.prefill[0].seconds)} +${Math.round(sized.prefill[1].seconds)} +4096\\n`));
+  assert.match(table.stdout, /ttft: seconds to the first token of a 512- and a 2,048-token prompt/);
 });

@@ -203,7 +203,7 @@ test('a budget that cannot fit is refused before loading, with both numbers and 
     `const e = require(${JSON.stringify(addonFile)}); const m = new e.Model(${JSON.stringify(tiny)}); try { new e.Context(m, { maxContext: 2000000 }); console.log('opened'); } catch (x) { console.log(x.code + ': ' + x.message); }`,
     '4e8',
   );
-  assert.match(context.stdout, /^budget: a context of 2000000 positions needs [\d.]+ GB \(recurrent state [\d.]+ [kMG]B, KV cache [\d.]+ GB, buffers [\d.]+ [kMG]B\) and this machine has 400\.0 MB available: a shortfall of [\d.]+ GB; ask for a shorter context/, context.stderr);
+  assert.match(context.stdout, /^budget: a context of 2000000 positions needs [\d.]+ GB \(recurrent state [\d.]+ [kMG]B, KV cache [\d.]+ GB, buffers [\d.]+ [kMG]B for a prefill batch of \d+ at [\d.]+ [kMG]B per token\) and this machine has 400\.0 MB available: a shortfall of [\d.]+ GB; ask for a shorter context/, context.stderr);
 });
 
 test('a failed expert read fails the run with expert-read, naming expert, file and offset, and emits no token', () => {
@@ -237,9 +237,9 @@ test('--list-presets shows every preset with its budgets, full-scale peak RSS an
       ['server', '110.00 GB', '13.00 GB', '128.00 GB'],
       ['max', '110.00 GB', '109.00 GB', '224.00 GB'],
     ]) {
-      assert.match(r.stdout, new RegExp(`\\n  ${name} +${trunk} +${cache} +${rss} +[\\d.]+ GB +-  \\S`), name);
+      assert.match(r.stdout, new RegExp(`\\n  ${name} +${trunk} +${cache} +${rss} +[\\d.]+ GB +- +-  \\S`), name);
     }
-    assert.match(r.stdout, /\n  auto +[\d.]+ [MG]B +[\d.]+ [MG]B +- +[\d.]+ [MG]B +- +sized from this machine's MemAvailable \(64\.00 GB\)/);
+    assert.match(r.stdout, /\n  auto +[\d.]+ [MG]B +[\d.]+ [MG]B +- +[\d.]+ [MG]B +- +- +sized from this machine's MemAvailable \(64\.00 GB\)/);
     assert.match(r.stdout, /s\/token: machine profile \/nonexistent\/machine-profile\.json cannot be read: run `npm run bench -- scale`/);
   }
 });

@@ -1,6 +1,7 @@
 // spec-state.test.ts - speculative decoding and saved state through the k3 CLI on the tiny
 // fixture: for every draft length 1..8 the output equals serial greedy decode, whether the
-// drafts are all accepted, partly accepted or absent; a saved and resumed sequence
+// drafts are all accepted, partly accepted or absent; a verify pass kept up to any of its
+// positions leaves serial decode's tokens and state; a saved and resumed sequence
 // continues bit for bit like an uninterrupted one; broken or foreign state files are
 // refused with their own message.
 import assert from 'node:assert/strict';
@@ -67,6 +68,48 @@ for (const [kind, ids] of Object.entries(PROMPTS)) {
     }
   });
 }
+
+/** Each verify pass's "drafted/accepted" counts, in order. */
+function specRounds(stdout: string): string[] {
+  const m = /^spec rounds \(drafted\/accepted\):(.*)$/m.exec(stdout);
+  assert.ok(m, `no spec rounds line in:\n${stdout}`);
+  return m[1].trim().split(' ').filter(Boolean);
+}
+
+test('a verify pass cut back after any number of accepted drafts leaves the tokens and the state of serial decode, at any thread count and pass size', () => {
+  const model = ensureFixture();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-verify-'));
+  try {
+    // Ten tokens without a repeated trigram: the drafter's only evidence is the material,
+    // which repeats the prompt, so its first proposal (at --spec 12 and the initial 50 %
+    // acceptance) is exactly 6 tokens of the material's continuation.
+    const ids = '1008,10484,318,15383,387,220,3412,4432,11,1512';
+    const serialState = path.join(dir, 'serial.k3state');
+    const serialRun = run([model, '--ids', ids, '--gen', String(GEN), '--incremental', '--save-state', serialState]);
+    assert.equal(serialRun.status, 0, serialRun.stderr);
+    const serial = generated(serialRun.stdout);
+    const want = fs.readFileSync(serialState);
+    const DRAFTED = 6;
+    // Draft i of the first pass is serial[1 + i]: a wrong token there accepts exactly i.
+    for (let accepted = 0; accepted <= DRAFTED; accepted++) {
+      const material = serial.map((t, i) => (i === 1 + accepted ? (t + 1) % 163584 : t));
+      for (const [threads, batch] of [[1, 128], [2, 128], [3, 128], [2, 4], [1, 1]]) {
+        const label = `${accepted} of ${DRAFTED} accepted, --threads ${threads} --batch ${batch}`;
+        const state = path.join(dir, `spec-${accepted}-${threads}-${batch}.k3state`);
+        const r = run([model, '--ids', ids, '--gen', String(GEN), '--spec', '12', '--spec-always', '--context-ids', `${ids},${material.join(',')}`,
+          '--threads', String(threads), '--batch', String(batch), '--save-state', state]);
+        assert.equal(r.status, 0, `${label}: ${r.stderr}`);
+        assert.equal(specRounds(r.stdout)[0], `${DRAFTED}/${accepted}`, label);
+        assert.deepEqual(generated(r.stdout), serial, label);
+        // The saved state holds the tokens, every KDA layer's recurrent state and conv
+        // history and the MLA cache: all of it bit for bit.
+        assert.ok(fs.readFileSync(state).equals(want), `${label}: the state differs from serial decode's`);
+      }
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
 
 test('a saved and resumed sequence continues bit for bit like an uninterrupted one', () => {
   const model = ensureFixture();

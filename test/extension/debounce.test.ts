@@ -115,6 +115,7 @@ const settings = (over: Partial<CompletionSettings> = {}): CompletionSettings =>
   maxLines: 8,
   debounceMs: 0,
   warmup: false,
+  remoteRoute: 'auto',
   ...over,
 });
 

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
-import { checkEndpoint, modelsUrl } from '../../extension/endpointCheck';
+import { checkEndpoint, modelsUrl, networkReason } from '../../extension/endpointCheck';
 import { closedPort } from '../serve/remote-client';
 
 /** Answers by path: what each test's endpoint returns for GET <path>/v1/models. */
@@ -56,5 +56,15 @@ test('each failure says what happened, naming the URL', async () => {
   assert.match(await fail(`${base}/html`), /did not answer JSON/);
   assert.match(await fail(`${base}/empty`), /lists no model/);
   assert.match(await fail(`${base}/gone`), /answered HTTP 404: is this an OpenAI-compatible API\?/);
-  assert.match(await fail(`http://127.0.0.1:${await closedPort()}`), /failed: ECONNREFUSED/);
+  assert.match(await fail(`http://127.0.0.1:${await closedPort()}`), /failed: connection refused \(is the server running, and listening on that port\?\) \[ECONNREFUSED\]/);
+});
+
+test('a network failure is named from wherever fetch put the system code', () => {
+  const failed = (cause?: unknown): Error => Object.assign(new TypeError('fetch failed'), cause === undefined ? {} : { cause });
+  assert.equal(networkReason(failed({ code: 'ENOTFOUND' })), 'no such host [ENOTFOUND]');
+  // Several addresses tried (IPv4 and IPv6): an AggregateError whose errors carry the codes.
+  assert.match(networkReason(failed({ errors: [{ code: 'ECONNREFUSED' }, { code: 'ECONNREFUSED' }] })), /^connection refused .*\[ECONNREFUSED\]$/);
+  assert.equal(networkReason(failed({ code: 'EPROTO' })), 'EPROTO', 'an unknown code as it is');
+  assert.equal(networkReason(failed({ message: 'other side closed' })), 'other side closed');
+  assert.equal(networkReason(failed()), 'fetch failed', 'nothing better to say');
 });

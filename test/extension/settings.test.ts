@@ -82,6 +82,7 @@ test('set values are read, trimmed and clamped', () => {
       'completions.maxLines': { global: 500 },
       'completions.debounceMs': { global: 99999.4 },
       'completions.warmup': { global: false },
+      'completions.remote.route': { global: 'infill' },
       'chat.maxTokens': { global: 700.4 },
       'chat.maxContext': { global: 100 },
     }),
@@ -91,8 +92,8 @@ test('set values are read, trimmed and clamped', () => {
   assert.equal(s.chat.maxContext, 256, 'the chat context is at least 256 positions, as the server holds');
   assert.deepEqual(
     serverSection(s),
-    { completions: { multiline: 'never', maxLines: 100, warmup: false }, chat: { maxTokens: 700, maxContext: 256 } },
-    'the completion shape, k3.completions.warmup, k3.chat.maxTokens and maxContext reach the server',
+    { completions: { multiline: 'never', maxLines: 100, warmup: false, remoteRoute: 'infill' }, chat: { maxTokens: 700, maxContext: 256 } },
+    'the completion shape, k3.completions.warmup, k3.completions.remote.route, k3.chat.maxTokens and maxContext reach the server',
   );
   assert.equal(readSettings(config({ 'chat.maxTokens': { global: 3 } }), true).chat.maxTokens, 16);
   assert.equal(s.modelPath, '/models/k3');

@@ -128,6 +128,18 @@ test('the preset picker shows the engine\'s forecast of seconds per token where 
   assert.equal(big[0].description, 'holds 112 GiB of Kimi-K3 · full K3 ~7.46 s/token here');
 });
 
+test('the preset picker shows the forecast time to first token of a 2,048-token prompt beside seconds per token', () => {
+  const GiB = 2 ** 30;
+  const firstTokenSeconds = [{ tokens: 512, seconds: 1143 }, { tokens: 2048, seconds: 2192 }];
+  const facts = new Map([
+    ['laptop', { trunkBytes: 3 * GiB, expertCacheBytes: GiB, peakBytes: 8 * GiB, secondsPerToken: 85.6, firstTokenSeconds }],
+    ['desktop', { trunkBytes: 15 * GiB, expertCacheBytes: 9 * GiB, peakBytes: 30 * GiB, firstTokenSeconds }],
+  ]);
+  const items = presetItems([{ id: 'laptop' }, { id: 'desktop' }], 'auto', 16 * GiB, facts);
+  assert.equal(items[0].description, 'peak 8.0 GiB · ~86 s/token, first token ~36.5 min (2,048-token prompt) here');
+  assert.equal(items[1].description, 'peak 30 GiB', 'no first-token forecast without the per-token one');
+});
+
 test('beside the forecast the picker says how far it missed where this machine was checked', () => {
   const GiB = 2 ** 30;
   const forecastCheck = { configurations: 5, within: 3, worst: 0.785 };
@@ -186,4 +198,9 @@ test('with ghost text and chat on different backends, the status bar names both 
     'Chat: k3-mini (embedded, not available, code completion only: cannot chat)',
   );
   assert.equal(describeRole('chat', { backend: 'remote', where: 'http://x/v1', phase: 'error' }), "Chat: the server's first model (remote http://x/v1, failed)");
+  assert.equal(
+    describeRole('chat', { backend: 'local', where: '/m/k3', model: 'k3', phase: 'ready', memoryBytes: 3 * 2 ** 30 }),
+    'Chat: k3 (local /m/k3, ready, 3.0 GiB in memory)',
+    "a local role's plan in memory",
+  );
 });

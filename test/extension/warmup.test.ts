@@ -19,7 +19,7 @@ function editor(uri: string, version: number, line: number, character: number, l
 function setup(over: Partial<CompletionSettings> = {}) {
   const sent: Array<[string, CompletionPositionParams]> = [];
   let active: unknown;
-  const settings: CompletionSettings = { enabled: true, disabledLanguages: ['markdown'], multiline: 'auto', maxLines: 8, debounceMs: null, warmup: true, ...over };
+  const settings: CompletionSettings = { enabled: true, disabledLanguages: ['markdown'], multiline: 'auto', maxLines: 8, debounceMs: null, warmup: true, remoteRoute: 'auto', ...over };
   const n = new WarmupNotifier({ settings: () => settings, sendNotification: (m, p) => sent.push([m, p]), activeEditor: () => active as never });
   return { n, sent, setActive: (e: unknown) => (active = e) };
 }

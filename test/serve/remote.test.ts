@@ -222,7 +222,15 @@ test('with the remote backend, presets and model loads say they apply to the loc
   const list = await remote.connection.sendRequest(PresetsListRequest.type);
   assert.match(list.note ?? '', /apply to the local engine only/);
   const status = await remote.connection.sendRequest(StatusRequest.type);
-  assert.deepEqual(status.remote, { endpoint: `${serve.base}/v1`, model: 'tiny-lowerbound-s1', prompts: 'ids', server: 'k3-serve', contextTokens: 4096 });
+  assert.deepEqual(status.remote, {
+    endpoint: `${serve.base}/v1`,
+    model: 'tiny-lowerbound-s1',
+    prompts: 'ids',
+    server: 'k3-serve',
+    contextTokens: 4096,
+    completionRoute: 'completions',
+    completionRouteReason: "auto: /infill is llama-server's, and this server is k3-serve",
+  });
   const e = await failure(remote.connection.sendRequest(ModelLoadRequest.type, { modelPath: dir }));
   assert.equal(e.data?.kind, 'invalid-request');
   assert.match(e.message, /local engine only/);

@@ -4,8 +4,9 @@
 // HTTP. Each request goes to its role's backend (k3 serve's request log holds the chat and
 // no completion; the engine's status holds the completion), the status names both roles,
 // and a chat from k3-mini's window is a real chat reply, not k3-mini's continuation. Two
-// different local models are refused for chat, naming both sizes, while ghost text goes on;
-// both roles on one folder load it once. A key goes to the role that names a server.
+// different local models both load when memory holds both plans (K3_MEM_AVAILABLE stands in
+// for a smaller machine), else chat is refused naming both, while ghost text goes on; both
+// roles on one folder load it once. A key goes to the role that names a server.
 import assert from 'node:assert/strict';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -14,6 +15,7 @@ import { ErrorCodes } from 'vscode-languageserver-protocol/node';
 import { ensureFixture } from '../support/fixtures';
 import { type ServerHandle, startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';
 import { addonFile, repoRoot } from '../support/paths';
+import { memoryText } from '../../server/ctx';
 import { failure } from './remote-client';
 import { type Serve, startServe } from './support';
 
@@ -101,21 +103,72 @@ test("a chat message goes to k3 serve and streams its reply there, not as k3-min
   assert.equal(await ls.connection.sendRequest(ChatStopRequest.type, { conversationId: r.conversationId }).then((x) => x.stopped), false);
 });
 
-test('two different local models: chat is refused naming both folders and sizes, ghost text still answers', { timeout: TEST_TIMEOUT_MS }, async () => {
-  const server = await startServer({
+/** Two local models; `mapped` so that each plan is the same whatever memory is available
+ * (`auto` sizes its budgets from it). */
+function twoLocal(): InitializationOptions {
+  return {
     modelPath: k3mini,
+    preset: 'mapped',
     settings,
     roles: { completions: { backend: 'embedded', modelPath: k3mini }, chat: { backend: 'local', modelPath: fixture } },
-  });
+  };
+}
+
+/** A chat turn and a completion on a server holding two local models. */
+async function chatAndComplete(server: ServerHandle): Promise<void> {
+  const r = await server.connection.sendRequest(ChatSendRequest.type, { message: 'What is a monad?', maxTokens: 8, thinking: false });
+  assert.ok(r.stats.generatedTokens > 0, 'chat answered on its own model');
+  assert.equal(r.message.completionModel, undefined, "the fixture's reply, not k3-mini's continuation under the notice");
+  const uri = 'file:///w/b.py';
+  await server.open(uri, 'python', 'def mul(a, b):\n    return ');
+  await server.complete(uri, 1, '    return '.length);
+  const s = await server.connection.sendRequest(StatusRequest.type);
+  assert.equal(s.lastCompletion?.source, 'engine');
+  assert.ok((s.lastCompletion?.generatedTokens ?? 0) > 0, 'k3-mini answered the ghost text');
+}
+
+let twoModels: { completions: number; chat: number } | undefined;
+
+test('two different local models that fit together: both load, ghost text on k3-mini and chat on the other', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const server = await startServer(twoLocal());
   try {
     await waitReady(server);
-    const s = await server.connection.sendRequest(StatusRequest.type);
+    const s = await server.waitForStatus((x) => x.roles.chat.phase === 'ready');
     assert.equal(s.roles.completions.model, 'k3-mini');
-    assert.equal(s.roles.chat.phase, 'no-model');
+    assert.equal(s.roles.completions.where, k3mini);
+    assert.equal(s.roles.chat.model, path.basename(fixture));
+    assert.equal(s.roles.chat.where, fixture);
+    assert.equal(s.roles.chat.chats, true);
+    const completions = s.roles.completions.memoryBytes ?? 0;
+    const chat = s.roles.chat.memoryBytes ?? 0;
+    assert.ok(completions > 0 && chat > 0 && completions !== chat, `each role names its own model's memory (${completions}, ${chat} bytes)`);
+    twoModels = { completions, chat };
+    await chatAndComplete(server);
+  } finally {
+    await server.shutdown();
+  }
+});
+
+test("two different local models that do not fit together: chat is refused naming both models' memory, ghost text still answers", { timeout: TEST_TIMEOUT_MS }, async (t) => {
+  if (!twoModels) return t.skip('needs the fitting case first for the two plans');
+  // Memory for either model alone, not for both.
+  const available = twoModels.completions + twoModels.chat - 1;
+  const server = await startServer(twoLocal(), { env: { K3_MEM_AVAILABLE: String(available) } });
+  try {
+    await waitReady(server);
+    const s = await server.waitForStatus((x) => x.roles.chat.phase === 'error' || x.roles.chat.phase === 'ready');
+    assert.equal(s.roles.chat.phase, 'error');
+    assert.equal(s.roles.chat.error?.kind, 'out-of-memory');
     assert.equal(s.roles.chat.error?.action.kind, 'choose-chat-backend');
+    const gb = (b: number): string => memoryText(b).replace('.', '\\.');
+    const message = s.roles.chat.error?.message ?? '';
+    assert.match(message, new RegExp(`local model at ${fixture}, which needs ${gb(twoModels.chat)}`));
+    assert.match(message, new RegExp(`the one at ${k3mini}, which holds ${gb(twoModels.completions)}`));
+    assert.match(message, new RegExp(`more than the ${gb(available)} this machine has available`));
+    assert.equal(s.roles.completions.phase, 'ready');
     const e = await failure(server.connection.sendRequest(ChatSendRequest.type, { message: 'hello' }));
     assert.equal(e.code, K3ErrorCodes.NoModel);
-    assert.match(e.message, new RegExp(`local model at ${fixture} \\(\\d+\\.\\d\\d GB of weights\\).*${k3mini} \\(\\d+\\.\\d\\d GB of weights\\)`));
+    assert.match(e.message, /more than the .* this machine has available/);
     const uri = 'file:///w/b.py';
     await server.open(uri, 'python', 'def mul(a, b):\n    return ');
     await server.complete(uri, 1, '    return '.length);

@@ -122,11 +122,13 @@ test('definitions the editor sends (k3/context/definitions) are laid out with th
   await server.complete('file:///w/use.py', 1, 'value = '.length);
   const s = (await status()).lastCompletion;
   assert.equal(s?.snippets, 1);
+  assert.equal(s?.definitions, 1, 'the status says the snippet is a definition');
   await server.open('file:///w/use2.py', 'python', text);
   await server.complete('file:///w/use2.py', 1, 'value = '.length);
   const without = (await status()).lastCompletion;
   // No definitions were sent for use2.py, and use.py's window is already the ring's chunk of it.
   assert.equal(without?.snippets, 0);
+  assert.equal(without?.definitions, 0);
 });
 
 /** Resolves true when a log line matches (the server's logs arrive as notifications). */

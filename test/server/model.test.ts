@@ -58,7 +58,7 @@ test('a load reports work-done progress and loading status with the shard bytes;
   }
 });
 
-test("the preset list carries the engine's seconds-per-token forecast where this machine has a profile, and none without", { timeout: TEST_TIMEOUT_MS }, async () => {
+test("the preset list carries the engine's seconds-per-token and first-token forecasts where this machine has a profile, and none without", { timeout: TEST_TIMEOUT_MS }, async () => {
   const store = fs.mkdtempSync(path.join(os.tmpdir(), 'k3-model-'));
   const profile = path.join(store, 'machine-profile.json');
   const kind = { seconds: 0.1, ffn_seconds: 0.05, bytes: 1e9 };
@@ -76,6 +76,12 @@ test("the preset list carries the engine's seconds-per-token forecast where this
         const list = await server.connection.sendRequest(PresetsListRequest.type);
         for (const p of list.presets.filter((x) => x.trunkBytes !== undefined)) {
           assert.equal(p.secondsPerToken !== undefined && p.secondsPerToken > 0, expected, `${p.id}: ${p.secondsPerToken}`);
+          const first = p.firstTokenSeconds;
+          assert.equal(first !== undefined, expected, `${p.id}: first token`);
+          if (first) {
+            assert.deepEqual(first.map((t) => t.tokens), [512, 2048]);
+            assert.ok(first[0].seconds > 0 && first[1].seconds > first[0].seconds, `${p.id}: ${JSON.stringify(first)}`);
+          }
         }
       } finally {
         await server.shutdown();

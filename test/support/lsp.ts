@@ -61,10 +61,15 @@ export interface ServerStart {
   workspaceFolder?: string;
   /** The server bundle to run (it loads the addon beside it); default dist/server.js. */
   bundle?: string;
+  /** Added to the server process's environment. */
+  env?: Record<string, string>;
 }
 
 export async function startServer(initializationOptions: InitializationOptions, start: ServerStart = {}): Promise<ServerHandle> {
-  const proc = spawn(process.execPath, [start.bundle ?? serverBundle, '--stdio'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const proc = spawn(process.execPath, [start.bundle ?? serverBundle, '--stdio'], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+    ...(start.env ? { env: { ...process.env, ...start.env } } : {}),
+  });
   const connection = createProtocolConnection(new StreamMessageReader(proc.stdout!), new StreamMessageWriter(proc.stdin!));
   const statuses: StatusResult[] = [];
   const streams: ChatStreamParams[] = [];

@@ -30,6 +30,11 @@ export interface MemoryPlan {
   experts_mapped: number;
   trunk_floor: number;
   cache_floor: number;
+  /** Tokens per prefill pass, whether the plan sized it to memory (1) or was given it (0),
+   * and the buffer bytes each token of a batch adds. */
+  batch: number;
+  batch_sized: number;
+  batch_token_bytes: number;
 }
 
 /** The run's memory report: counters are the timed part's (after load), seconds wall-clock

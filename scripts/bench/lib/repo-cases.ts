@@ -40,10 +40,10 @@ export function importSpecs(text: string, languageId: string): string[] {
   return out;
 }
 
-/** The files of `files` that `file` imports: resolved the way its language does (relative
- * paths, Python's dotted modules, quoted includes, Rust modules), or, for Go, the other
- * files of its package (its folder), which Go sees without importing them. */
-export function importsOf(file: PackageFile, files: readonly PackageFile[]): PackageFile[] {
+/** The files of `files` that `file` imports, at most `limit`: resolved the way its language
+ * does (relative paths, Python's dotted modules, quoted includes, Rust modules), or, for Go,
+ * the other files of its package (its folder), which Go sees without importing them. */
+export function importsOf(file: PackageFile, files: readonly PackageFile[], limit = MAX_IMPORTS): PackageFile[] {
   const byName = new Map(files.map((f) => [f.name, f]));
   const dir = path.posix.dirname(file.name);
   const found: PackageFile[] = [];
@@ -53,7 +53,7 @@ export function importsOf(file: PackageFile, files: readonly PackageFile[]): Pac
   const bySuffix = (suffix: string): PackageFile | undefined => files.find((f) => f.name === suffix || f.name.endsWith(`/${suffix}`));
   if (file.languageId === 'go') {
     for (const f of files) if (f.languageId === 'go' && path.posix.dirname(f.name) === dir && f.name.endsWith('_test.go') === file.name.endsWith('_test.go')) take(f);
-    return found.slice(0, MAX_IMPORTS);
+    return found.slice(0, limit);
   }
   for (const spec of importSpecs(file.text, file.languageId)) {
     if (file.languageId === 'typescript' || file.languageId === 'javascript') {
@@ -77,7 +77,7 @@ export function importsOf(file: PackageFile, files: readonly PackageFile[]): Pac
       take(byName.get(path.posix.join(dir, `${spec}.rs`)) ?? bySuffix(`${spec}.rs`) ?? bySuffix(`${spec}/mod.rs`));
     }
   }
-  return found.slice(0, MAX_IMPORTS);
+  return found.slice(0, limit);
 }
 
 const indentOf = (line: string): number => line.length - line.trimStart().length;

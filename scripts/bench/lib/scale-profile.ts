@@ -248,4 +248,18 @@ export interface ForecastRow {
   check_configurations: number;
   check_within: number;
   check_worst: number;
+  /** Time to first token: prefill of 512 and 2,048 tokens in the batch the plan allows. */
+  prefill: PrefillForecast[];
+}
+
+/** One prompt's prefill forecast, as `k3 forecast --json` prints it (k3_prefill_forecast). */
+export interface PrefillForecast {
+  tokens: number;
+  batch: number;
+  passes: number;
+  seconds: number;
+  compute_seconds: number;
+  disk_seconds: number;
+  trunk_read_bytes: number;
+  expert_read_bytes: number;
 }

@@ -19,6 +19,8 @@ export interface Recorded {
   body: Record<string, unknown> | undefined;
   /** The status the fake answered. */
   status?: number;
+  /** Resolves when the answer's connection closes (the reply ended, or the client hung up). */
+  closed?: Promise<void>;
 }
 
 /** One piece of a streamed reply. */
@@ -131,6 +133,7 @@ export async function startFake(handler: Handler, port = 0): Promise<FakeServer>
         for (const w of waiters.splice(0)) w();
       });
       r.status = undefined;
+      r.closed = new Promise<void>((resolve) => res.on('close', () => resolve()));
       requests.push(r);
       handler(r, res, fake);
       if (res.headersSent) r.status = res.statusCode;

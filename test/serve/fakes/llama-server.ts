@@ -9,7 +9,18 @@
 // `prompt_tokens_details.cached_tokens` (the prefix shared with the previous prompt) at the
 // end; a mid-stream failure as one `data: {"error":{code,message,type}}` event and no
 // [DONE]; keep-alive comments while stalled; `meta.n_vocab` in the listing and `POST
-// /tokenize {content}` answering `{tokens}` with the test's tokenizer (404 without one).
+// /tokenize {content}` answering `{tokens}` with the test's tokenizer (404 without one);
+// `POST /infill` as server-context.cpp post_infill and server-common.cpp
+// format_prompt_infill have it: 501 not_supported_error naming each missing FIM token for
+// a model without them (the default: K3's GGUF has none), else the request checked
+// (`prompt` a string, `input_prefix`/`input_suffix` present, `input_extra` an array of
+// {text, filename?}), the prompt laid out as `<extra> <|fim_prefix|>prefix prompt
+// <|fim_suffix|>suffix <|fim_middle|>` (PSM; --spm-infill puts the suffix first) with the
+// extra chunks after "--- snippet ---" separators (no FIM_SEP token), and the reply as the
+// native (not OpenAI) stream: `{content, stop: false, tokens_predicted,
+// tokens_evaluated}` events, then one `stop: true` event with `tokens_cached` and
+// `timings` {cache_n, prompt_n, predicted_n}, and no [DONE]; `stream: false` answers that
+// last object alone.
 import type * as http from 'node:http';
 import {
   event,
@@ -38,6 +49,8 @@ export interface LlamaServerOptions {
   nVocab?: number;
   /** What `POST /tokenize` tokenizes with; no such route without it. */
   tokenize?: ServerTokenizer;
+  /** The model has FIM tokens: /infill answers (else 501, as for K3's GGUF). */
+  fim?: boolean;
 }
 
 export interface FakeLlamaServer extends FakeServer {
@@ -55,6 +68,81 @@ function promptText(body: Record<string, unknown>): string {
   if (typeof body.prompt === 'string') return body.prompt;
   if (Array.isArray(body.prompt)) return body.prompt.join(',');
   return JSON.stringify(body.messages ?? []);
+}
+
+/** The remote backend's /infill probe (server/remote/infill.ts): refused before anything
+ * runs, so it is no generation. */
+export function isInfillProbe(r: Recorded): boolean {
+  return r.path === '/infill' && r.body !== undefined && !Array.isArray(r.body.input_extra);
+}
+
+/** The text a laid-out /infill prompt stands for (format_prompt_infill, a vocabulary
+ * without FIM_REP and FIM_SEP), or the refusal of a malformed request. */
+function infillPrompt(body: Record<string, unknown>): string | { invalid: string } {
+  if (body.prompt !== undefined && typeof body.prompt !== 'string') return { invalid: '"prompt" must be a string' };
+  if (!('input_prefix' in body)) return { invalid: '"input_prefix" is required' };
+  if (!('input_suffix' in body)) return { invalid: '"input_suffix" is required' };
+  const extra = body.input_extra ?? [];
+  if (!Array.isArray(extra)) return { invalid: '"input_extra" must be an array of {"filename": string, "text": string}' };
+  let text = '';
+  for (const chunk of extra as Array<Record<string, unknown> | null>) {
+    if (typeof chunk?.text !== 'string') return { invalid: 'extra_context chunk must contain a "text" field with a string value' };
+    if (chunk.filename !== undefined && typeof chunk.filename !== 'string') return { invalid: 'extra_context chunk\'s "filename" field must be a string' };
+    text += `\n\n--- snippet ---\n\n${chunk.text}`;
+  }
+  const str = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v));
+  return `${text}<|fim_prefix|>${str(body.input_prefix)}${str(body.prompt ?? '')}<|fim_suffix|>${str(body.input_suffix)}<|fim_middle|>`;
+}
+
+/** POST /infill (see the file's comment). */
+function infill(body: Record<string, unknown>, res: http.ServerResponse, fake: FakeServer, o: LlamaServerOptions): void {
+  if (!o.fim) {
+    const missing = 'prefix token is missing. suffix token is missing. middle token is missing. ';
+    return error(res, 501, 'not_supported_error', `Infill is not supported by this model: ${missing}`);
+  }
+  const prompt = infillPrompt(body);
+  if (typeof prompt !== 'string') return error(res, 400, 'invalid_request_error', prompt.invalid);
+  const n = tokensOf(prompt);
+  const cached = sharedPrefix(fake, prompt);
+  const script = nextScript(fake);
+  const contents = script.pieces.map((p) => p.content ?? '').filter((c) => c !== '');
+  const last = {
+    index: 0,
+    content: '',
+    tokens: [],
+    id_slot: 0,
+    stop: true,
+    model: 'k3-mini-bf16.gguf',
+    tokens_predicted: contents.length,
+    tokens_evaluated: n,
+    has_new_line: contents.some((c) => c.includes('\n')),
+    truncated: false,
+    stop_type: 'eos',
+    stopping_word: '',
+    tokens_cached: n + contents.length - 1,
+    timings: { cache_n: tokensOf(prompt.slice(0, cached)), prompt_n: n - tokensOf(prompt.slice(0, cached)), prompt_ms: 1, predicted_n: contents.length, predicted_ms: 1 },
+  };
+  if (body.stream !== true) return json(res, 200, { ...last, content: contents.join('') });
+  startEvents(res);
+  contents.forEach((content, i) => event(res, { index: 0, content, tokens: [i], stop: false, id_slot: -1, tokens_predicted: i + 1, tokens_evaluated: n }));
+  if ('error' in script.end) {
+    event(res, { error: { code: 500, message: script.end.error, type: 'server_error' } });
+    res.end();
+    return;
+  }
+  if ('stall' in script.end) return stallWithPings(res);
+  event(res, last);
+  res.end();
+}
+
+/** Characters the prompt shares with the previous one (the slot's cache). */
+const previousPrompt = new WeakMap<FakeServer, string>();
+function sharedPrefix(fake: FakeServer, text: string): number {
+  const previous = previousPrompt.get(fake) ?? '';
+  let n = 0;
+  while (n < Math.min(text.length, previous.length) && text[n] === previous[n]) n++;
+  previousPrompt.set(fake, text);
+  return n;
 }
 
 export async function startLlamaServer(options: LlamaServerOptions = {}): Promise<FakeLlamaServer> {
@@ -89,6 +177,7 @@ export async function startLlamaServer(options: LlamaServerOptions = {}): Promis
       return json(res, 200, { tokens: typeof content === 'string' ? o.tokenize(content) : [] });
     }
     if (route === 'GET /props') return json(res, 200, { default_generation_settings: { params: {}, n_ctx: nCtx }, total_slots: 1, model_alias: alias });
+    if (route === 'POST /infill') return infill(r.body ?? {}, res, fake, o);
     const chat = route === 'POST /v1/chat/completions';
     if (!chat && route !== 'POST /v1/completions') return error(res, 404, 'not_found_error', 'File Not Found');
     const body = r.body ?? {};

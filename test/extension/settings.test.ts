@@ -42,7 +42,7 @@ test('an empty configuration gives the documented defaults', () => {
     modelPathIgnored: false,
     preset: 'auto',
     presetExplicit: false,
-    completions: { enabled: true, disabledLanguages: ['plaintext', 'markdown', 'scminput'], multiline: 'auto', maxLines: 8, debounceMs: null, warmup: true },
+    completions: { enabled: true, disabledLanguages: ['plaintext', 'markdown', 'scminput'], multiline: 'auto', maxLines: 8, debounceMs: null, warmup: true, remoteRoute: 'auto' },
     chat: { maxTokens: 4096, maxContext: 32768 },
   });
 });

@@ -10,6 +10,7 @@ import type { Ctx } from './ctx';
 import { checkModelFolder } from './modelFolder';
 import { describeRole } from './status';
 import { useDefaultModel } from './notices';
+import { ACCEPTED_COMMAND } from './warmup';
 import { availableMemoryBytes, formatBytes, presetItems, wholeModelNote, type PresetFacts } from './presets';
 
 export const commands: Record<string, (ctx: Ctx) => unknown> = {
@@ -29,6 +30,8 @@ export const commands: Record<string, (ctx: Ctx) => unknown> = {
   'k3.inlineEdit': (ctx) => ctx.edits.start(),
   'k3.inlineEdit.acceptAll': (ctx) => ctx.edits.decideAll(true),
   'k3.inlineEdit.rejectAll': (ctx) => ctx.edits.decideAll(false),
+  // Run by VS Code when a ghost-text suggestion is accepted (extension/warmup.ts); not in the palette.
+  'k3.completionAccepted': (ctx) => ctx.warmup.accepted(),
 };
 
 export function registerCommands(ctx: Ctx): void {
@@ -197,7 +200,7 @@ async function showMenu(ctx: Ctx): Promise<void> {
   const items = [
     ...roles,
     ...manifest(ctx)
-      .contributes.commands.filter((c) => c.command !== 'k3.showMenu')
+      .contributes.commands.filter((c) => c.command !== 'k3.showMenu' && c.command !== ACCEPTED_COMMAND)
       .map((c) => ({ label: c.title, command: c.command })),
   ];
   const pick = await vscode.window.showQuickPick(items, { title: 'K3', placeHolder: ctx.statusBar.item.accessibilityInformation?.label });

@@ -4,10 +4,12 @@
 // settings, and report while the engine is thinking. It passes on what the server offers
 // as it is: the server shapes the text (one line, the next line, or a block, by
 // k3.completions.multiline: server/completion/postprocess.ts), builds prompts and caches
-// results.
+// results; with k3.completions.warmup each suggestion carries the command that tells the
+// server it was accepted.
 import type * as vscode from 'vscode';
 import { AdaptiveDebounce, type EditInfo, LatestOnly, TypingTracker, cancellableWait } from './debounce';
 import type { CompletionSettings } from './settings';
+import { withAcceptCommand } from './warmup';
 
 /** vscode.InlineCompletionTriggerKind.Invoke: the user asked (Alt+\). Enum values are API. */
 const TRIGGER_INVOKE = 0;
@@ -89,7 +91,8 @@ export class CompletionPolicy {
         this.host.thinking(false);
       }
       if (request.token.isCancellationRequested || !result) return null;
-      return result;
+      // An accept tells the server, which computes the next suggestion ahead (warmup.ts).
+      return settings.warmup ? withAcceptCommand(result) : result;
     } finally {
       this.latest.end(request);
     }

@@ -15,6 +15,7 @@ import { ServerChatBackend } from './chatBackend';
 import { CHAT_VIEW_ID, ChatViewProvider } from './chatView';
 import type { StorageLocation } from './client';
 import { CompletionPolicy } from './completions';
+import { WarmupNotifier } from './warmup';
 import { CrashPolicy } from './crashPolicy';
 import { askedDocument, vscodeDefinitions } from './definitionSource';
 import { DefinitionGatherer, GATHER_WAIT_MS, waitAtMost } from './definitions';
@@ -47,6 +48,8 @@ export class Ctx {
   readonly output: vscode.LogOutputChannel;
   readonly statusBar: StatusBar;
   readonly completions: CompletionPolicy;
+  /** Tells the server when to prefill and compute ahead (k3.completions.warmup). */
+  readonly warmup: WarmupNotifier;
   readonly chat: ChatViewProvider;
   readonly lifecycle: ClientLifecycle;
   readonly presets: PresetSwitch;
@@ -98,6 +101,13 @@ export class Ctx {
       now: () => Date.now(),
       context: (document, position, token) =>
         waitAtMost(this.definitions.gather(askedDocument(document), position, () => token.isCancellationRequested), GATHER_WAIT_MS),
+    });
+    this.warmup = new WarmupNotifier({
+      settings: () => this.settings.completions,
+      sendNotification: (method, params) => {
+        if (this.client?.isRunning()) void this.client.sendNotification(method, params).catch(() => undefined);
+      },
+      activeEditor: () => vscode.window.activeTextEditor,
     });
     this.chatBackend = new ServerChatBackend(() => ({
       engine: this.chatEngine,
@@ -187,7 +197,9 @@ export class Ctx {
       vscode.workspace.onDidCloseTextDocument((d) => this.completions.documentClosed(d.uri.toString())),
       vscode.window.onDidChangeActiveTextEditor((e) => {
         if (e) this.lastEditor = e;
+        this.warmup.editorChanged(e);
       }),
+      this.warmup,
       vscode.workspace.onDidChangeConfiguration((e) => {
         if (e.affectsConfiguration('k3')) this.settingsChanged();
       }),

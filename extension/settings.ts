@@ -17,6 +17,8 @@ export interface CompletionSettings {
   maxLines: number;
   /** Fixed debounce in milliseconds, or null for the adaptive one. */
   debounceMs: number | null;
+  /** Prefill on context changes and compute the next suggestion after an accept (warmup.ts). */
+  warmup: boolean;
   /** Which route of a remote completions server serves ghost text (`k3.completions.remote.route`). */
   remoteRoute: RemoteRoute;
 }
@@ -203,6 +205,7 @@ export function readSettings(config: ConfigurationSource, workspaceTrusted: bool
           : DEFAULT_MAX_LINES,
       debounceMs:
         typeof debounce === 'number' && Number.isFinite(debounce) ? Math.min(10000, Math.max(0, Math.round(debounce))) : null,
+      warmup: bool(config.get<unknown>('completions.warmup'), true),
       remoteRoute: remoteRoute(config.get<unknown>('completions.remote.route')),
     },
     chat: {
@@ -263,6 +266,6 @@ export function readRole(
 
 /** The part of the settings the server uses, in its shape (initializationOptions.settings). */
 export function serverSection(settings: Settings): SettingsSection {
-  const { multiline, maxLines, remoteRoute } = settings.completions;
-  return { completions: { multiline, maxLines, remoteRoute }, chat: { maxTokens: settings.chat.maxTokens, maxContext: settings.chat.maxContext } };
+  const { multiline, maxLines, warmup, remoteRoute } = settings.completions;
+  return { completions: { multiline, maxLines, warmup, remoteRoute }, chat: { maxTokens: settings.chat.maxTokens, maxContext: settings.chat.maxContext } };
 }

@@ -94,6 +94,10 @@ export interface CompletionSettings {
   filter: boolean;
   /** Fill in the middle when the model has FIM tokens (default true). Off only to measure it. */
   fim: boolean;
+  /** Hide the model's latency (default true; `k3.completions.warmup`): prefill the prompt
+   * of the next completion when the editor's context changes, and compute the next
+   * suggestion after one is accepted, both in idle time (server/completion/warmup.ts). */
+  warmup: boolean;
   /** Which route of a remote completions server serves ghost text (`k3.completions.remote.route`,
    * default `auto`; docs/REMOTE.md, "A FIM coder on llama-server"). */
   remoteRoute: RemoteRoute;
@@ -336,6 +340,8 @@ export interface StatusResult {
   /** Requests waiting for the engine, per kind. */
   queued: { completion: number; chat: number };
   lastCompletion?: CompletionStats;
+  /** What warm-up did since the server started (absent before the first). */
+  warmup?: WarmupStats;
   lastChat?: ChatTurnStats;
   /** What the completion session's prefix checkpoints hold now, and the most they may
    * (sized from the model and the completion context); absent while it runs. */
@@ -406,6 +412,41 @@ export namespace StatusRequest {
 export namespace DidChangeStatusNotification {
   export const method = 'k3/didChangeStatus' as const;
   export const type = new NotificationType<StatusResult>(method);
+}
+
+/** Counts of the work done ahead of need (k3.completions.warmup): prompt-only prefills on a
+ * context change, suggestions computed after an accept, how many of each were cancelled (a
+ * user request, a newer context, an edit), the requests answered with one computed ahead,
+ * and the tokens the last prefill reused and computed. */
+export interface WarmupStats {
+  prefills: number;
+  prefillsCancelled: number;
+  ahead: number;
+  aheadCancelled: number;
+  aheadServed: number;
+  lastReusedTokens?: number;
+  lastPrefilledTokens?: number;
+}
+
+/** The cursor in `uri` at `version`, for a warm-up. */
+export interface CompletionPositionParams {
+  uri: string;
+  version: number;
+  position: { line: number; character: number };
+}
+
+/** `k3/context/didChange` (client -> server, debounced; not sent with warm-up off): a document
+ * was opened or switched to; the server prefills the prompt of a completion at `position`. */
+export namespace ContextDidChangeNotification {
+  export const method = 'k3/context/didChange' as const;
+  export const type = new NotificationType<CompletionPositionParams>(method);
+}
+
+/** `k3/completion/didAccept` (client -> server): a suggestion was accepted, the cursor is
+ * after it; the server computes the next suggestion there into its cache. */
+export namespace CompletionDidAcceptNotification {
+  export const method = 'k3/completion/didAccept' as const;
+  export const type = new NotificationType<CompletionPositionParams>(method);
 }
 
 /** One definition the editor's language features found for an identifier near the cursor. */

@@ -19,7 +19,9 @@ import {
   ChatBudgetRequest,
   ChatSendRequest,
   ChatStopRequest,
+  CompletionDidAcceptNotification,
   ContextDefinitionsNotification,
+  ContextDidChangeNotification,
   ConversationClearRequest,
   ConversationGetRequest,
   ConversationListRequest,
@@ -170,7 +172,10 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
 
   ctx.documents.listen(connection, {
     opened: (uri) => ctx.ring.opened(uri),
-    edited: (uri, line) => ctx.ring.edited(uri, line),
+    edited: (uri, line) => {
+      ctx.ring.edited(uri, line);
+      ctx.completions.warmup.edited(uri);
+    },
     closed: (uri) => ctx.ring.closed(uri),
     refused: (message) => ctx.log(message),
   });
@@ -185,6 +190,8 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
   // error instead of InvalidParams.
   connection.onRequest(InlineCompletionRequest.type, answer((params, token) => ctx.completions.provide(params, token)));
   connection.onNotification(ContextDefinitionsNotification.type, (params) => ctx.completions.definitions(params));
+  connection.onNotification(ContextDidChangeNotification.type, (params) => void ctx.completions.warmup.contextChanged(params));
+  connection.onNotification(CompletionDidAcceptNotification.type, (params) => void ctx.completions.warmup.accepted(params));
 
   connection.onRequest(StatusRequest.type, () => ctx.status.snapshot());
 

@@ -3,11 +3,18 @@
 // all jobs. When several jobs wait, lanes take turns (completion, chat, completion, ...), so
 // a long chat reply cannot starve completions nor the reverse. A Job can be cancelled at
 // any moment: waiting, it leaves the queue; running, its session is cancelled and the
-// engine stops within one forward pass. It knows nothing about prompts or results.
+// engine stops within one forward pass. A background job (a warm-up: a prompt prefilled
+// ahead of need, a suggestion computed ahead) waits until no user job is in the scheduler,
+// and any user job that arrives cancels it, so it never delays what the user waits for.
+// It knows nothing about prompts or results.
 import { Cancelled } from './errors';
 import type { JobStatus } from '../protocol/lsp';
 
 export type Lane = 'completion' | 'chat';
+
+/** `user`: someone waits for it. `background`: work ahead of need, run only when no user
+ * job is in the scheduler and cancelled ('superseded') by the first that arrives. */
+export type Priority = 'user' | 'background';
 
 /** What a running job's work can be told: an engine Session, or a remote request. */
 export interface JobTarget {
@@ -38,7 +45,15 @@ export class Job {
 
   private cancelListeners: Array<(e: Cancelled) => void> = [];
 
-  constructor(readonly lane: Lane) {}
+  /** Raised to `user` by Scheduler.promote() when someone starts waiting for the job. */
+  priority: Priority;
+
+  constructor(
+    readonly lane: Lane,
+    priority: Priority = 'user',
+  ) {
+    this.priority = priority;
+  }
 
   /** Rejects with Cancelled when the job is cancelled (never resolves). */
   whenCancelled(): Promise<never> {
@@ -98,6 +113,8 @@ export class Scheduler {
   private lastLane: Lane | undefined;
   private readonly jobs = new Set<Job>();
   private readonly laneTail: Record<Lane, Promise<void>> = { completion: Promise.resolve(), chat: Promise.resolve() };
+  /** Called when the last user job settles (background jobs wait for it). */
+  private idleWaiters: Array<() => void> = [];
 
   constructor(private readonly onChange: () => void = () => undefined) {}
 
@@ -116,7 +133,10 @@ export class Scheduler {
   /** Runs a job's body once the lane's previous jobs have settled (jobs of one lane share
    * a session, so they run one after another; slices of different lanes interleave).
    * The job counts for status and cancelAll() from now until it settles. */
+  /** A user job first cancels every background job (a running one stops within a forward
+   * pass or closes its stream); a background job first waits until no user job is here. */
   async run<T>(job: Job, body: () => Promise<T>): Promise<T> {
+    if (job.priority === 'user') for (const j of this.jobs) if (j.priority === 'background') j.cancel('superseded');
     this.jobs.add(job);
     this.onChange();
     const previous = this.laneTail[job.lane];
@@ -125,12 +145,35 @@ export class Scheduler {
     this.laneTail[job.lane] = previous.then(() => mine);
     try {
       if (!job.cancelled) await Promise.race([previous, job.whenCancelled()]);
+      if (job.priority === 'background') await this.whenIdle(job);
       job.throwIfCancelled();
       return await body();
     } finally {
       done();
       this.jobs.delete(job);
+      if (!this.hasUserJob()) for (const w of this.idleWaiters.splice(0)) w();
       this.onChange();
+    }
+  }
+
+  /** Makes a background job a user job (a request now waits for its result): it no longer
+   * waits for idle time, and user jobs that arrive no longer cancel it. */
+  promote(job: Job): void {
+    if (job.priority === 'user') return;
+    job.priority = 'user';
+    for (const w of this.idleWaiters.splice(0)) w();
+  }
+
+  /** Whether a user job other than a promoted one waiting for idle is queued or running. */
+  private hasUserJob(): boolean {
+    for (const j of this.jobs) if (j.priority === 'user') return true;
+    return false;
+  }
+
+  /** Resolves when no user job is here; rejects with Cancelled when `job` is cancelled first. */
+  private async whenIdle(job: Job): Promise<void> {
+    while (!job.cancelled && job.priority === 'background' && this.hasUserJob()) {
+      await Promise.race([new Promise<void>((resolve) => this.idleWaiters.push(resolve)), job.whenCancelled()]);
     }
   }
 
@@ -209,10 +252,13 @@ export class Scheduler {
     this.onChange();
   }
 
-  /** Exclusive sections first; then the oldest waiter of the other lane, else the oldest. */
+  /** Exclusive sections first; then user jobs: the oldest waiter of the other lane, else the
+   * oldest; background jobs last. */
   private pick(): Waiter | undefined {
     const exclusive = this.waiting.find((w) => w.job === null);
     if (exclusive) return exclusive;
-    return this.waiting.find((w) => w.job && w.job.lane !== this.lastLane) ?? this.waiting[0];
+    const user = this.waiting.filter((w) => w.job?.priority === 'user');
+    const pool = user.length > 0 ? user : this.waiting;
+    return pool.find((w) => w.job && w.job.lane !== this.lastLane) ?? pool[0];
   }
 }

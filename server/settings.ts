@@ -16,6 +16,7 @@ export const DEFAULT_SETTINGS: ServerSettings = {
     heal: true,
     filter: true,
     fim: true,
+    warmup: true,
     remoteRoute: 'auto',
   },
   // maxTokens: k3.chat.maxTokens's default (extension/settings.ts).
@@ -62,6 +63,7 @@ export function mergeSettings(base: ServerSettings, input: SettingsSection | unk
       heal: bool(c.heal, b.completions.heal),
       filter: bool(c.filter, b.completions.filter),
       fim: bool(c.fim, b.completions.fim),
+      warmup: bool(c.warmup, b.completions.warmup),
       remoteRoute: c.remoteRoute === 'auto' || c.remoteRoute === 'completions' || c.remoteRoute === 'infill' ? c.remoteRoute : b.completions.remoteRoute,
     },
     chat: {

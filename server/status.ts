@@ -11,6 +11,7 @@ import * as path from 'node:path';
 import {
   type ChatTurnStats,
   type CompletionStats,
+  type WarmupStats,
   DidChangeStatusNotification,
   type Role,
   type RoleStatus,
@@ -47,6 +48,8 @@ const LANE = { completions: 'completion', chat: 'chat' } as const;
 
 export class StatusReporter {
   lastCompletion: CompletionStats | undefined;
+  /** What warm-up did (server/completion/warmup.ts). */
+  warmup: WarmupStats | undefined;
   lastChat: ChatTurnStats | undefined;
   private timer: NodeJS.Timeout | undefined;
   private lastSent = 0;
@@ -85,6 +88,7 @@ export class StatusReporter {
       if (remote.problem && remote.phase !== 'ready') r.error = remote.problem;
       if (job) r.job = job;
       if (this.lastCompletion) r.lastCompletion = this.lastCompletion;
+      if (this.warmup) r.warmup = this.warmup;
       if (this.lastChat) r.lastChat = this.lastChat;
       return r;
     }
@@ -105,6 +109,7 @@ export class StatusReporter {
     if (host.problem && host.phase !== 'ready') s.error = host.problem;
     if (running) s.job = running.status(now);
     if (this.lastCompletion) s.lastCompletion = this.lastCompletion;
+    if (this.warmup) s.warmup = this.warmup;
     if (this.lastChat) s.lastChat = this.lastChat;
     if (remote) s.remote = remote.status();
     const completion = host.loaded?.completion?.session;

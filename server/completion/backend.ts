@@ -33,6 +33,22 @@ export interface CompletionBackend {
    * accepted tokens, times) as it goes. Resolves when generation ends (a stop id, the token
    * limit, or job.stop()); rejects with Cancelled, or a failure errors.ts can classify. */
   run(job: Job, request: CompletionRequest, stats: CompletionStats): Promise<void>;
+  /** Runs the prompt only, so a later run() of a prompt that shares its prefix reuses it
+   * (warmup.ts): the local engine prefills it with checkpoints at the layout's boundaries, a
+   * remote server fills its prefix cache. Resolves with the tokens reused and computed.
+   * Absent: the backend is not warmed (llama-server's /infill route, whose prompt the
+   * server lays out: not yet). */
+  warm?(job: Job, layout: Layout): Promise<WarmResult>;
+}
+
+export interface WarmResult {
+  reused: number;
+  prefilled: number;
+}
+
+/** Where the local engine checkpoints a completion prompt: each stable boundary, and its end. */
+function checkpointsOf(layout: Layout): number[] {
+  return [layout.contextEnd, layout.suffixEnd, layout.stableEnd, layout.ids.length];
 }
 
 /** The local engine's completion session as a CompletionBackend. */
@@ -45,9 +61,13 @@ export function localCompletionBackend(engine: LoadedEngine): CompletionBackend 
     maxContext: es.maxContext,
     heals: true,
     fim: fimTokens(engine.tokenizer),
+    async warm(job, layout) {
+      const r = await es.prefill(job, layout.ids, checkpointsOf(layout));
+      return { reused: r.reused, prefilled: r.prefilled };
+    },
     async run(job, request, stats) {
       const { layout } = request;
-      const prefill = await es.prefill(job, layout.ids, [layout.contextEnd, layout.suffixEnd, layout.stableEnd, layout.ids.length]);
+      const prefill = await es.prefill(job, layout.ids, checkpointsOf(layout));
       stats.reusedTokens = prefill.reused;
       stats.prefilledTokens = prefill.prefilled;
       stats.prefillMs = prefill.ms;

@@ -22,11 +22,12 @@ import type { StatusReporter } from '../status';
 import { type CompletionBackend, localCompletionBackend } from './backend';
 import { CompletionCache } from './cache';
 import type { ContextRing } from './context';
-import { type ContextChunk, layoutPrompt, splitLines } from './layout';
+import { type ContextChunk, type Layout, layoutPrompt, splitLines } from './layout';
 import { maxLineLength, nonAsciiShare } from './filters';
 import { postprocess, type PostprocessInput, type PostprocessResult } from './postprocess';
 import { mergeClosers } from './range';
 import { SnippetIndex } from './snippetIndex';
+import { Warmup } from './warmup';
 
 /** A file whose nearby text has fewer characters outside ASCII than this is "ASCII": a
  * completion made mostly of others there is not code (filters.ts, non-code). */
@@ -53,14 +54,29 @@ export interface CompletionServiceHost {
   readonly settings: ServerSettings;
   readonly documents: Pick<Documents, 'get' | 'all'>;
   readonly ring: Pick<ContextRing, 'snapshot' | 'displayPath' | 'id'>;
-  readonly scheduler: Pick<Scheduler, 'run'>;
+  readonly scheduler: Pick<Scheduler, 'run' | 'promote'>;
   readonly host: Pick<EngineHost, 'phase' | 'loaded' | 'whenLoadEnds'>;
   /** The completions role's remote server; undefined: the local engine serves it. */
   readonly completionRemote: Pick<RemoteBackend, 'completionBackend'> | undefined;
   /** Where each request's numbers go. */
-  readonly status: Pick<StatusReporter, 'lastCompletion' | 'changed'>;
+  readonly status: Pick<StatusReporter, 'lastCompletion' | 'warmup' | 'changed'>;
   debug(message: string): void;
   log(message: string): void;
+}
+
+/** A completion laid out and ready to run (CompletionService.prepare). */
+export interface Prepared {
+  backend: CompletionBackend;
+  layout: Layout;
+  /** The cache key but the text before the cursor, and that text. */
+  base: string;
+  before: string;
+  ppInput: PostprocessInput;
+  snippetCount: number;
+  definitionCount: number;
+  contextMs: number;
+  /** What the editor is sent for a post-processed result. */
+  item(result: PostprocessResult): InlineCompletionList;
 }
 
 export class CompletionService {
@@ -72,7 +88,11 @@ export class CompletionService {
   /** The latest definitions the editor sent per document (k3/context/definitions). */
   private readonly definitionsOf = new Map<string, ContextChunk[]>();
 
+  /** Prompt-only prefills on context changes and suggestions computed after an accept. */
+  readonly warmup: Warmup;
+
   constructor(private readonly ctx: CompletionServiceHost) {
+    this.warmup = new Warmup(this, ctx);
     this.snippetIndex = new SnippetIndex(() => ctx.documents.all(), (uri) => ctx.ring.displayPath(uri));
   }
 
@@ -95,9 +115,10 @@ export class CompletionService {
     for (const uri of this.definitionsOf.keys()) if (this.definitionsOf.size > DEFINITION_DOCUMENTS) this.definitionsOf.delete(uri);
   }
 
-  /** Stops the request in flight (settings changed, model replaced). */
+  /** Stops the request in flight and any warm-up (settings changed, model replaced). */
   cancel(): void {
     this.current?.cancel('superseded');
+    this.warmup.cancel();
   }
 
   async provide(params: InlineCompletionParams, token: CancellationToken): Promise<InlineCompletionList> {
@@ -112,13 +133,64 @@ export class CompletionService {
       await this.waitForLoad(token);
       if (seq !== this.seq) throw new Cancelled('superseded');
     }
+    const p = this.prepare(uri, pos, t0);
+    // Nothing to complete: an empty list, not an error (the status says why).
+    if (!p) return { items: [] };
+
+    // The suggestion computed ahead for this very text (after an accept) is joined, not
+    // cancelled: it becomes this request's work.
+    const ahead = this.warmup.join(p.base, p.before);
+    if (ahead) {
+      await ahead.catch(() => undefined);
+      if (seq !== this.seq) throw new Cancelled('superseded');
+    }
+    if (token.isCancellationRequested) throw new Cancelled('cancelled');
+
+    const cached = this.cache.get(p.base, p.before);
+    if (cached !== undefined) {
+      this.current?.cancel('superseded');
+      // Shaped when it was computed: the rest of a block accepted in part is still that block,
+      // though the lines left would not open one where the cursor is now.
+      const result: PostprocessResult = { text: cached, final: true };
+      this.record({ ...emptyStats('cache'), snippets: p.snippetCount, definitions: p.definitionCount, contextMs: p.contextMs, promptTokens: p.layout.ids.length, reusedTokens: p.layout.ids.length, totalMs: Date.now() - t0 });
+      this.warmup.answeredFromCache(p.base, p.before, ahead !== undefined);
+      const list = p.item(result);
+      this.explain('cache', p.layout.heal, cached, result, list);
+      return list;
+    }
+
+    // A suggestion computed ahead for other text is of no use now.
+    this.warmup.supersede();
+    this.current?.cancel('superseded');
+    const job = new Job('completion');
+    this.current = job;
+    const onCancel = token.onCancellationRequested(() => job.cancel('cancelled'));
+    const stats = emptyStats('engine');
+    try {
+      const { raw, result } = await this.compute(p, job, stats, t0);
+      this.record(stats);
+      const list = p.item(result);
+      this.explain('engine', p.layout.heal, raw, result, list);
+      return list;
+    } catch (e) {
+      this.record(stats);
+      throw e;
+    } finally {
+      onCancel.dispose();
+      if (this.current === job) this.current = undefined;
+    }
+  }
+
+  /** Lays out the prompt a completion at `pos` in `uri` would use, with all a request needs
+   * around it; undefined when there is no such document or nothing runs completions. The
+   * warm-ups (warmup.ts) use it too, so what they prefill is exactly the request's prefix. */
+  prepare(uri: string, pos: { line: number; character: number }, t0: number): Prepared | undefined {
     const doc = this.ctx.documents.get(uri);
     if (doc && (pos.line < 0 || pos.line >= doc.lineCount || pos.character < 0)) {
       throw invalidRequest(`textDocument/inlineCompletion: position ${pos.line}:${pos.character} is outside ${uri}, which has ${doc.lineCount} lines`);
     }
     const backend = this.backend();
-    // Nothing to complete: an empty list, not an error (the status says why).
-    if (!doc || !backend) return { items: [] };
+    if (!doc || !backend) return undefined;
     const settings = this.ctx.settings.completions;
     const offset = doc.offsetAt(pos);
     // A character past the end of its line means the end of the line (LSP 3.17, Position).
@@ -169,12 +241,12 @@ export class CompletionService {
       filter: settings.filter,
     };
     // The cache's key: all the completion depends on but the text before the cursor, which
-    // entries remember, so a suggestion accepted in part serves its rest (cache.ts).
+    // entries remember, so a suggestion accepted in part serves its rest (cache.ts). The
+    // warm-up setting is left out: it changes when work is done, never its result.
     const base = crypto
       .createHash('sha1')
-      .update(JSON.stringify([backend.fingerprint, layout.chunkKeys, snippets.map((s) => s.text), this.ctx.ring.id, layout.lineSuffix, layout.nextLines, settings]))
+      .update(JSON.stringify([backend.fingerprint, layout.chunkKeys, snippets.map((s) => s.text), this.ctx.ring.id, layout.lineSuffix, layout.nextLines, { ...settings, warmup: undefined }]))
       .digest('hex');
-    const before = layout.fileText + layout.linePrefix;
     // What is shown: the post-processed text, merged with closers after the cursor, at the
     // cursor (clamped to the end of its line, as LSP says).
     const item = (result: PostprocessResult): InlineCompletionList => {
@@ -183,30 +255,21 @@ export class CompletionService {
       const end = m.coversSuffix ? { line: at.line, character: at.character + layout.lineSuffix.length } : at;
       return { items: [{ insertText: m.insertText, range: { start: at, end } }] };
     };
+    return { backend, layout, base, before: layout.fileText + layout.linePrefix, ppInput, snippetCount, definitionCount, contextMs, item };
+  }
 
-    const cached = this.cache.get(base, before);
-    if (cached !== undefined) {
-      this.current?.cancel('superseded');
-      // Shaped when it was computed: the rest of a block accepted in part is still that block,
-      // though the lines left would not open one where the cursor is now.
-      const result: PostprocessResult = { text: cached, final: true };
-      this.record({ ...emptyStats('cache'), snippets: snippetCount, definitions: definitionCount, contextMs, promptTokens: layout.ids.length, reusedTokens: layout.ids.length, totalMs: Date.now() - t0 });
-      const list = item(result);
-      this.explain('cache', layout.heal, cached, result, list);
-      return list;
-    }
-
-    this.current?.cancel('superseded');
-    const job = new Job('completion');
-    this.current = job;
-    const onCancel = token.onCancellationRequested(() => job.cancel('cancelled'));
-    const stats = emptyStats('engine');
+  /** Runs a prepared completion as `job` (a user request, or one computed ahead), fills
+   * `stats` (its outcome too, also when it throws) and remembers a result that is not junk.
+   * Rejects with Cancelled ('superseded' or 'cancelled') or the classified failure. */
+  async compute(p: Prepared, job: Job, stats: CompletionStats, t0: number): Promise<{ raw: string; result: PostprocessResult }> {
+    const settings = this.ctx.settings.completions;
+    const { backend, layout, ppInput } = p;
     stats.promptTokens = layout.ids.length;
     if (layout.heal) stats.healedText = layout.heal;
     stats.layout = layout.fim ? 'fim' : 'plain';
-    stats.snippets = snippetCount;
-    stats.definitions = definitionCount;
-    stats.contextMs = contextMs;
+    stats.snippets = p.snippetCount;
+    stats.definitions = p.definitionCount;
+    stats.contextMs = p.contextMs;
     let raw = '';
     try {
       const result = await this.ctx.scheduler.run(job, async () => {
@@ -228,12 +291,9 @@ export class CompletionService {
       stats.outcome = 'done';
       stats.totalMs = Date.now() - t0;
       if (result.note) stats.filtered = { rule: result.note.rule, action: result.note.action };
-      this.record(stats);
       // Junk is not remembered: the next keystroke asks the model again.
-      if (result.text && !result.note) this.cache.put(base, before, result.text);
-      const list = item(result);
-      this.explain('engine', layout.heal, raw, result, list);
-      return list;
+      if (result.text && !result.note) this.cache.put(p.base, p.before, result.text);
+      return { raw, result };
     } catch (e) {
       const f = engineFailure(e);
       stats.totalMs = Date.now() - t0;
@@ -241,15 +301,10 @@ export class CompletionService {
       if (f instanceof Cancelled) {
         stats.outcome = (job.cancelReason ?? f.reason) === 'superseded' ? 'superseded' : 'cancelled';
         if (job.tokensAtCancel !== undefined && job.stage === 'generate') stats.tokensAfterCancel = job.tokens - job.tokensAtCancel;
-        this.record(stats);
         throw new Cancelled(stats.outcome === 'superseded' ? 'superseded' : 'cancelled');
       }
       stats.outcome = 'failed';
-      this.record(stats);
       throw f;
-    } finally {
-      onCancel.dispose();
-      if (this.current === job) this.current = undefined;
     }
   }
 
@@ -289,7 +344,8 @@ export class CompletionService {
     );
   }
 
-  private record(stats: CompletionStats): void {
+  /** Logs one completion's numbers and makes them the status's last completion. */
+  record(stats: CompletionStats): void {
     this.ctx.status.lastCompletion = stats;
     this.ctx.log(
       `completion (${stats.source}, ${stats.outcome}): prompt ${stats.promptTokens} tokens, reused ${stats.reusedTokens}, ` +
@@ -304,7 +360,7 @@ export class CompletionService {
   }
 }
 
-function emptyStats(source: CompletionStats['source']): CompletionStats {
+export function emptyStats(source: CompletionStats['source']): CompletionStats {
   return {
     source,
     outcome: 'done',

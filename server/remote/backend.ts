@@ -180,6 +180,11 @@ export class RemoteBackend {
 
   /** True when the server spells a healed prompt end itself (`k3 serve`'s `k3_heal`): token
    * healing needs the model's tokenizer here too, to find where to back the prompt off. */
+  /** Which server answers, as its listing told (undefined: not known yet, or another). */
+  get serverKind(): RemoteServerKind | undefined {
+    return this.server;
+  }
+
   get heals(): boolean {
     return this.server === 'k3-serve' && this.tokenizer !== undefined;
   }

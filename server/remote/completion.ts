@@ -13,6 +13,7 @@ import type { Encoder } from '../completion/layout';
 import type { RemoteBackend } from './backend';
 import { COMPLETION_DEADLINE_TIMEOUTS } from './budget';
 import { CompletionStream } from './completion-stream';
+import { remoteWarm } from './warmup';
 
 /** Characters a token is assumed to hold when no tokenizer is known (code averages more). */
 export const CHARS_PER_TOKEN = 3;
@@ -65,6 +66,7 @@ export function remoteCompletionBackend(remote: RemoteBackend, laidOutWith?: Enc
     heals: remote.heals,
     fingerprint: `remote ${remote.where} ${remote.model ?? ''} ${tokenizer ? 'ids' : 'text'}`,
     maxContext: remote.maxContext,
+    warm: (job, layout) => remoteWarm(remote, job, layout, estimate),
     async run(job, request, stats) {
       const { layout } = request;
       const prompt = estimate ? estimate.decode(layout.ids) : layout.ids;

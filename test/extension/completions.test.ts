@@ -15,8 +15,8 @@ function defaultSettings() {
   return readSettings(config as never, true).completions;
 }
 
-function policyAnswering(items: Array<{ insertText: string }>) {
-  const policy = new CompletionPolicy({ settings: () => ({ ...defaultSettings(), debounceMs: 0 }), thinking: () => undefined, now: () => 0 });
+function policyAnswering(items: Array<{ insertText: string }>, warmup = true) {
+  const policy = new CompletionPolicy({ settings: () => ({ ...defaultSettings(), debounceMs: 0, warmup }), thinking: () => undefined, now: () => 0 });
   const doc = { uri: { toString: () => 'file:///w/circle.py' }, version: 2, languageId: 'python' };
   // The user typed the `:` that ends `def circumference(r):` on line 3.
   policy.documentChanged({ document: doc, contentChanges: [{ range: { start: { line: 3, character: 20 } }, text: ':' }], reason: undefined } as never);
@@ -25,14 +25,22 @@ function policyAnswering(items: Array<{ insertText: string }>) {
   return ask;
 }
 
+/** What an accept runs with k3.completions.warmup on: the server computes the next one ahead. */
+const ACCEPT = { command: 'k3.completionAccepted', title: 'K3: suggestion accepted' };
+
 test('at the end of `def f():` the server offers the next line, and the editor gets it with the default settings', async () => {
   const offered = '\n    """Return the circumference of a circle of radius r."""';
-  assert.deepEqual(await policyAnswering([{ insertText: offered }])(), [{ insertText: offered }]);
+  assert.deepEqual(await policyAnswering([{ insertText: offered }])(), [{ insertText: offered, command: ACCEPT }]);
 });
 
 test('a block of several lines the server offers reaches the editor whole', async () => {
   const offered = '\n    c = 2 * math.pi * r\n    return c';
-  assert.deepEqual(await policyAnswering([{ insertText: offered }])(), [{ insertText: offered }]);
+  assert.deepEqual(await policyAnswering([{ insertText: offered }])(), [{ insertText: offered, command: ACCEPT }]);
+});
+
+test('with k3.completions.warmup off a suggestion carries no accept command', async () => {
+  const offered = 'return c';
+  assert.deepEqual(await policyAnswering([{ insertText: offered }], false)(), [{ insertText: offered }]);
 });
 
 test('the policy shows nothing only when the server offers nothing', async () => {

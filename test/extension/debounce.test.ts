@@ -114,6 +114,7 @@ const settings = (over: Partial<CompletionSettings> = {}): CompletionSettings =>
   multiline: 'auto',
   maxLines: 8,
   debounceMs: 0,
+  warmup: false,
   remoteRoute: 'auto',
   ...over,
 });

@@ -85,7 +85,7 @@ test('the policy gathers the context before it asks the server, and a request ca
   const order: string[] = [];
   let cancel: (() => void) | undefined;
   const policy = new CompletionPolicy({
-    settings: () => ({ ...settings, debounceMs: 0 }),
+    settings: () => ({ ...settings, debounceMs: 0, warmup: false }), // no accept command on the items
     thinking: () => undefined,
     now: () => 0,
     context: async () => {

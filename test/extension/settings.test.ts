@@ -42,7 +42,7 @@ test('an empty configuration gives the documented defaults', () => {
     modelPathIgnored: false,
     preset: 'auto',
     presetExplicit: false,
-    completions: { enabled: true, disabledLanguages: ['plaintext', 'markdown', 'scminput'], multiline: 'auto', maxLines: 8, debounceMs: null },
+    completions: { enabled: true, disabledLanguages: ['plaintext', 'markdown', 'scminput'], multiline: 'auto', maxLines: 8, debounceMs: null, warmup: true, remoteRoute: 'auto' },
     chat: { maxTokens: 4096, maxContext: 32768 },
   });
 });
@@ -81,6 +81,7 @@ test('set values are read, trimmed and clamped', () => {
       'completions.multiline': { global: 'never' },
       'completions.maxLines': { global: 500 },
       'completions.debounceMs': { global: 99999.4 },
+      'completions.warmup': { global: false },
       'completions.remote.route': { global: 'infill' },
       'chat.maxTokens': { global: 700.4 },
       'chat.maxContext': { global: 100 },
@@ -91,8 +92,8 @@ test('set values are read, trimmed and clamped', () => {
   assert.equal(s.chat.maxContext, 256, 'the chat context is at least 256 positions, as the server holds');
   assert.deepEqual(
     serverSection(s),
-    { completions: { multiline: 'never', maxLines: 100, remoteRoute: 'infill' }, chat: { maxTokens: 700, maxContext: 256 } },
-    'the completion shape, k3.chat.maxTokens and maxContext reach the server',
+    { completions: { multiline: 'never', maxLines: 100, warmup: false, remoteRoute: 'infill' }, chat: { maxTokens: 700, maxContext: 256 } },
+    'the completion shape, k3.completions.warmup, k3.completions.remote.route, k3.chat.maxTokens and maxContext reach the server',
   );
   assert.equal(readSettings(config({ 'chat.maxTokens': { global: 3 } }), true).chat.maxTokens, 16);
   assert.equal(s.modelPath, '/models/k3');

@@ -1,7 +1,8 @@
 // scheduler.test.ts - one engine, one queue (server/scheduler.ts), with stand-in sessions:
 // slices of different lanes alternate, a job cancelled while it waits leaves the queue at
 // once, a running slice is cancelled in its session, jobs of one lane run one after
-// another, and an exclusive section waits for the running slice and goes before the queue.
+// another, an exclusive section waits for the running slice and goes before the queue, and a
+// background job runs only in idle time and yields to any user job.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Session } from '../../server/engine/engine';
@@ -95,4 +96,78 @@ test('an exclusive section waits for the running slice and goes before the queue
   g.open();
   await Promise.all([aRun, bRun, ex]);
   assert.deepEqual(order, ['a', 'exclusive', 'b']);
+});
+
+test('a background job waits until no user job is in the scheduler, even one of another lane', async () => {
+  const s = new Scheduler();
+  const session = fakeSession();
+  const order: string[] = [];
+  const g = gate();
+  const user = new Job('chat');
+  const warm = new Job('completion', 'background');
+  const userRun = s.run(user, () => s.slice(user, session, () => g.promise.then(() => void order.push('user'))));
+  const warmRun = s.run(warm, async () => void order.push('background'));
+  await Promise.resolve();
+  assert.deepEqual(order, [], 'the background body has not started while the user job runs');
+  g.open();
+  await Promise.all([userRun, warmRun]);
+  assert.deepEqual(order, ['user', 'background']);
+});
+
+test('a user job that arrives cancels a running background job in its session, then runs', async () => {
+  const s = new Scheduler();
+  const session = fakeSession();
+  const started = gate();
+  const never = gate();
+  const warm = new Job('completion', 'background');
+  const warmRun = s.run(warm, () =>
+    s.slice(warm, session, () => {
+      started.open();
+      return never.promise;
+    }),
+  );
+  await started.promise;
+  const user = new Job('completion');
+  const userRun = s.run(user, async () => 'user ran');
+  assert.equal(session.cancels, 1, 'the background slice was cancelled in the engine');
+  assert.equal(warm.cancelReason, 'superseded');
+  never.open(); // the stand-in session ends its call as the engine would after a cancel
+  await warmRun.catch(() => undefined);
+  assert.equal(await userRun, 'user ran');
+});
+
+test('a background job waiting for idle time leaves the queue when a user job cancels it', async () => {
+  const s = new Scheduler();
+  const g = gate();
+  const chat = new Job('chat');
+  const chatRun = s.run(chat, () => g.promise);
+  const warm = new Job('completion', 'background');
+  const warmRun = s.run(warm, async () => assert.fail('the background job never runs'));
+  const user = new Job('completion');
+  const userRun = s.run(user, async () => 'user ran');
+  await assert.rejects(warmRun, (e: unknown) => e instanceof Cancelled && e.reason === 'superseded');
+  assert.equal(await userRun, 'user ran', 'the user job did not wait for the chat nor the background job');
+  g.open();
+  await chatRun;
+});
+
+test('a promoted background job stops waiting for idle time and user jobs no longer cancel it', async () => {
+  const s = new Scheduler();
+  const g = gate();
+  const chat = new Job('chat');
+  const chatRun = s.run(chat, () => g.promise);
+  const ahead = new Job('completion', 'background');
+  const ran = gate();
+  const aheadRun = s.run(ahead, async () => {
+    ran.open();
+    return 'ahead ran';
+  });
+  s.promote(ahead);
+  await ran.promise; // while the chat job still runs
+  const other = new Job('chat');
+  const otherRun = s.run(other, async () => undefined);
+  assert.equal(ahead.cancelled, false);
+  assert.equal(await aheadRun, 'ahead ran');
+  g.open();
+  await Promise.all([chatRun, otherRun]);
 });

@@ -21,7 +21,9 @@
 // the shape of docs/images/scale-forecast.json, where a run can be added).
 // Timing lives here, never in tests. K3_SCALE_PREFILL=512,2048 (the default) picks the
 // prompt lengths, 0 none; K3_SCALE_DECODE=0 runs only the resident run (the profile) and the
-// prefill runs, for a machine short of time or memory.
+// prefill runs, for a machine short of time or memory. K3_SCALE_REUSE=1 reads each run a
+// previous bench left in out/bench/scale/ instead of measuring it again (those missing are
+// measured): the forecasts and tables again after a change to the model, from the same runs.
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -150,8 +152,10 @@ const configs: Config[] = [
     name: 'resident',
     what: 'trunk pinned, cache of one token\'s experts, every step the same token at the same position',
     // First in the bench: its whole-checkpoint probe is the least likely to find bytes a
-    // virtual disk's host has cached (the full release's 1.5 TB never would be).
-    args: [resident, `--cache-slots=${oneToken}`, '--repeat', '--steps', '9', '--rounds', '4', '--prefill', '16', '--verify', '1,2,3,5,9', '--verify-reps', '4', ...WHOLE, '--disk-random', '100', '--beside-reads'],
+    // virtual disk's host has cached (the full release's 1.5 TB never would be). Verify
+    // passes up to 64 positions: a prompt's forecast extrapolates g(n) from the last two
+    // counts, and 5-9 positions gave slopes of 0.18-0.57 steps a position from run to run.
+    args: [resident, `--cache-slots=${oneToken}`, '--repeat', '--steps', '9', '--rounds', '4', '--prefill', '16', '--verify', '1,2,3,5,9,64', '--verify-reps', '4', ...WHOLE, '--disk-random', '100', '--beside-reads'],
   },
   // The checked runs' pass counts: a mean over 7-8 steady passes had up to 12 % standard
   // error in runs P-S, and a burst of two slow passes moved it by 20 % (runs X, AA); twice
@@ -215,6 +219,7 @@ const runs = new Map<string, ScaleRun>();
 const paired = new Map<string, ScaleRun>();
 function benchScale(name: string, args: string[], threads = THREADS): ScaleRun {
   const out = path.join(work, `${name.replace(/[^a-z0-9]+/g, '-')}.json`);
+  if (process.env.K3_SCALE_REUSE === '1' && fs.existsSync(out)) return JSON.parse(fs.readFileSync(out, 'utf8')) as ScaleRun;
   const t0 = Date.now();
   k3(['bench-scale', model, ...args, '--threads', String(threads), '--io-threads', String(IO_THREADS), '--reads', READS, '--out', out]);
   const run = JSON.parse(fs.readFileSync(out, 'utf8')) as ScaleRun;

@@ -171,10 +171,12 @@ static double compute_slowdown(const forecast_profile *p) {
 
 /* One pass of `positions` positions. prefill: the routed experts compute every (token,
  * expert) pair, the first of each expert at its bytes' cost and the rest at the marginal
- * cost of a position (g(n) - 1) / (n - 1); a verify pass counts each distinct expert once. */
+ * cost of a position (g(n) - 1) / (n - 1); a verify pass counts each distinct expert once.
+ * logit_rows: rows through the lm_head, or negative for every position (g(n), as a verify
+ * pass); a prefill computes only its last token's (decode.c), 1 in its last pass, else 0. */
 static k3_status forecast_pass(const forecast_profile *p, const model *m, const k3_model_params *mp,
-                               const k3_plan *plan, int positions, double hit_rate, int prefill, k3_forecast *out,
-                               k3_error *err) {
+                               const k3_plan *plan, int positions, double hit_rate, int prefill, int logit_rows,
+                               k3_forecast *out, k3_error *err) {
     memset(out, 0, sizeof *out);
     if (plan->trunk_mapped || plan->experts_mapped)
         return error_set(err, K3_ERR_INVALID_ARGUMENT,
@@ -213,7 +215,7 @@ static k3_status forecast_pass(const forecast_profile *p, const model *m, const 
             streamed += (double)in->layer_bytes[l];
         out->expert_read_bytes += experts * (1.0 - hit) * expert_bytes;
     }
-    compute += p->lm_head.seconds / p->lm_head.bytes * (double)in->lm_head_bytes * g;
+    compute += p->lm_head.seconds / p->lm_head.bytes * (double)in->lm_head_bytes * (logit_rows < 0 ? g : logit_rows);
     /* A pass that reads computes beside its reads, on what they leave of the machine. */
     const double slowdown = out->expert_read_bytes > 0.0 || streamed > 0.0 ? compute_slowdown(p) : 1.0;
     compute *= slowdown;
@@ -252,7 +254,7 @@ k3_status forecast_make(const forecast_profile *p, const model *m, const k3_mode
         memset(out, 0, sizeof *out);
         return error_set(err, K3_ERR_INVALID_ARGUMENT, "forecast: %d positions (1..1024)", positions);
     }
-    return forecast_pass(p, m, mp, plan, positions, hit_rate, 0, out, err);
+    return forecast_pass(p, m, mp, plan, positions, hit_rate, 0, -1, out, err);
 }
 
 k3_status forecast_prefill(const forecast_profile *p, const model *m, const k3_model_params *mp, const k3_plan *plan,
@@ -264,14 +266,17 @@ k3_status forecast_prefill(const forecast_profile *p, const model *m, const k3_m
     out->tokens = tokens;
     out->batch = batch;
     out->passes = (tokens + batch - 1) / batch;
-    /* The full passes cost the same; the last takes what remains. */
+    /* The full passes cost the same but for the last pass's one row of logits; a short last
+     * pass takes what remains. */
     const int full = tokens / batch, rest = tokens % batch;
-    for (int i = 0; i < 2; i++) {
-        const int n = i == 0 ? batch : rest, count = i == 0 ? full : rest > 0;
+    const int sizes[3] = {batch, batch, rest}, rows[3] = {0, 1, 1};
+    const int counts[3] = {rest ? full : full - 1, rest ? 0 : 1, rest ? 1 : 0};
+    for (int i = 0; i < 3; i++) {
+        const int n = sizes[i], count = counts[i];
         if (count == 0)
             continue;
         k3_forecast pass;
-        const k3_status s = forecast_pass(p, m, mp, plan, n, hit_rate, 1, &pass, err);
+        const k3_status s = forecast_pass(p, m, mp, plan, n, hit_rate, 1, rows[i], &pass, err);
         if (s != K3_OK)
             return s;
         out->seconds += count * pass.seconds;

@@ -65,6 +65,8 @@
  *     n top_k - U_l(n) other (token, expert) pairs at the marginal cost of a position,
  *     (g(n) - 1) / (n - 1), the slope the verify factors measured (g past the last
  *     measured count follows the last measured step's slope)
+ *   the lm_head computes one row, the prompt's last token's, in the last pass only
+ *     (decode.c asks for no other logits), not g(n) rows' worth
  * so a prompt's time is about ceil(N / B) x (S / D + expert reads) overlapped as above with
  * compute that grows with N. */
 #ifndef K3_FORECAST_H

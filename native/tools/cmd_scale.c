@@ -159,6 +159,23 @@ static k3_status timed_decode(recorder *r, k3_context *ctx, const int32_t *ids, 
     return s;
 }
 
+/* The trunk's reader reads ahead across passes, filling every free ring slot with the next
+ * layers in order (trunk.h), so counters taken while it is still reading ahead count a
+ * varying share of those reads. Waits until the streamed layers read reach `expected` (the
+ * layers the passes so far consumed plus a full ring), or pass it (an excess is reported as
+ * it is), or 120 s have gone; returns the count. With a full ring at both ends, a window's
+ * count is exactly the layers its passes consumed. */
+static uint64_t wait_read_ahead(const k3_model *model, uint64_t expected) {
+    const struct timespec poll = {0, 10 * 1000 * 1000};
+    k3_memory_counters c;
+    for (int i = 0;; i++) {
+        k3_model_memory_counters(model, &c);
+        if (c.trunk_layer_reads >= expected || i >= 12000)
+            return c.trunk_layer_reads;
+        nanosleep(&poll, NULL);
+    }
+}
+
 typedef struct {
     const char *dir, *out;
     const char *disk_extents; /* NULL: the probes read whole shards */
@@ -523,8 +540,17 @@ int scale_main(int argc, char **argv) {
     run_memory_start(&o.memory, model);
     const double t_run = clock_now_s();
     if (o.prefill) {
+        /* The ring full before and after (a model opened ahead of a prompt has filled it), so
+         * the count is the prefill's passes x streamed layers; the wait after is outside the
+         * timed pass. */
+        k3_plan ring;
+        k3_model_plan(model, &cp, &ring);
+        const uint64_t read_before = wait_read_ahead(model, (uint64_t)ring.ring_slots);
         if ((s = timed_decode(&rec, ctx, ids, o.prefill, NULL, &prefill)) != K3_OK)
             goto failed;
+        prefill.trunk_layer_reads =
+            wait_read_ahead(model, read_before + prefill.passes * (uint64_t)(ring.layers - ring.layers_pinned)) -
+            read_before;
         fprintf(stderr, "k3 bench-scale: prefill %d tokens in %.2f s\n", o.prefill, prefill.seconds);
         k3_context_reset(ctx);
     }

@@ -12,12 +12,18 @@
 //   - verifying n drafted positions in one pass against one serial step;
 // then writes the machine profile (native/src/forecast.h) to out/bench/machine-profile.json
 // and the default profile path (so `k3 --list-presets` and the editor show forecasts),
-// checks the forecast against every measured configuration of the slice, forecasts the
+// checks the forecast against every measured configuration of the slice, measures time to
+// first token (prefill of 512 and 2,048 tokens, resident and with the trunk streamed, in the
+// batch the plan allows) against its forecast term by term, forecasts the
 // full 93-layer release per preset, and projects `--spec 8` from the verify costs and the
 // drafter's replay acceptance on code edits. Everything goes to out/bench/scale.json, and
 // the forecast's error per configuration to scale.svg beside it (figures in scale-chart.json,
 // the shape of docs/images/scale-forecast.json, where a run can be added).
-// Timing lives here, never in tests.
+// Timing lives here, never in tests. K3_SCALE_PREFILL=512,2048 (the default) picks the
+// prompt lengths, 0 none; K3_SCALE_DECODE=0 runs only the resident run (the profile) and the
+// prefill runs, for a machine short of time or memory. K3_SCALE_REUSE=1 reads each run a
+// previous bench left in out/bench/scale/ instead of measuring it again (those missing are
+// measured): the forecasts and tables again after a change to the model, from the same runs.
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -29,6 +35,7 @@ import { Checkpoint } from '../../test/reference/safetensors';
 import { expectedTensors, tensorBytes } from '../../test/reference/tensors';
 import { drawFigures, type ForecastFigures } from './lib/charts';
 import { codeEdits, parseReplay, writeCodeEdit } from './lib/code-edits';
+import { parsePrefillLengths, prefillCheck, prefillCountErrors, prefillMissTerm, type PrefillCheck } from './lib/scale-prefill';
 import {
   kindFigures,
   layerKind,
@@ -46,6 +53,7 @@ import {
   type ForecastRow,
   type KindName,
   type MachineProfile,
+  type PrefillRecord,
   type ScaleRun,
 } from './lib/scale-profile';
 
@@ -61,6 +69,10 @@ if (!['direct', 'buffered'].includes(READS)) throw new Error(`K3_SCALE_READS=${R
 const SPEC = 8;
 /** How close a forecast must come to a measured pass to count as held (the profile's check). */
 const TOLERANCE = 0.15;
+/** Prompt lengths whose time to first token is measured (those `k3 forecast` forecasts). */
+const PREFILL = parsePrefillLengths(process.env.K3_SCALE_PREFILL ?? '512,2048', [512, 2048]);
+/** The decode configurations (cold caches, streamed trunk, floor, one thread, pacing). */
+const DECODE = process.env.K3_SCALE_DECODE !== '0';
 const model = process.env.K3_SCALE_MODEL ?? ensureFixture({ size: 'wide', router: 'balanced' });
 const work = path.join(repoRoot, 'out/bench/scale');
 fs.mkdirSync(work, { recursive: true });
@@ -140,8 +152,10 @@ const configs: Config[] = [
     name: 'resident',
     what: 'trunk pinned, cache of one token\'s experts, every step the same token at the same position',
     // First in the bench: its whole-checkpoint probe is the least likely to find bytes a
-    // virtual disk's host has cached (the full release's 1.5 TB never would be).
-    args: [resident, `--cache-slots=${oneToken}`, '--repeat', '--steps', '9', '--rounds', '4', '--prefill', '16', '--verify', '1,2,3,5,9', '--verify-reps', '4', ...WHOLE, '--disk-random', '100', '--beside-reads'],
+    // virtual disk's host has cached (the full release's 1.5 TB never would be). Verify
+    // passes up to 64 positions: a prompt's forecast extrapolates g(n) from the last two
+    // counts, and 5-9 positions gave slopes of 0.18-0.57 steps a position from run to run.
+    args: [resident, `--cache-slots=${oneToken}`, '--repeat', '--steps', '9', '--rounds', '4', '--prefill', '16', '--verify', '1,2,3,5,9,64', '--verify-reps', '4', ...WHOLE, '--disk-random', '100', '--beside-reads'],
   },
   // The checked runs' pass counts: a mean over 7-8 steady passes had up to 12 % standard
   // error in runs P-S, and a burst of two slow passes moved it by 20 % (runs X, AA); twice
@@ -162,6 +176,20 @@ const configs: Config[] = [
     name: 'floor',
     what: 'one ring slot of the largest layer, expert cache of one token (top_k slots), cold every pass',
     args: [`--trunk-gb=${GB(bySize[0] + margin)}`, `--cache-slots=${config.topK}`, '--cold-each-token', '--steps', '11', '--disk', String(WHOLE_TENSORS_MB), ...reread(trunkBytes / 1e9)],
+  },
+];
+
+if (!DECODE) configs.splice(1); // the resident run only: the profile the prefill is forecast from
+
+/** Time to first token, measured under the resident budgets and with the trunk streamed (the
+ * decode configurations' budgets), each with its own disk probes before and after it as the
+ * decode check has, for every length in PREFILL, in the batch the plan allows. */
+const prefillBudgets: Config[] = [
+  { name: 'resident', what: 'trunk pinned, a cache of one token\'s experts', args: [resident, `--cache-slots=${oneToken}`, ...reread(1)] },
+  {
+    name: 'trunk streamed',
+    what: 'largest layer pinned, the rest through two ring slots, expert cache 25 %',
+    args: [`--trunk-gb=${GB(bySize[0] + 2 * bySize[1] + margin)}`, `--cache-slots=${Math.round(0.25 * poolSlots)}`, '--disk', String(WHOLE_TENSORS_MB), ...reread((trunkBytes - bySize[0]) / 1e9), '--disk-mixed', GB(trunkBytes - bySize[0])],
   },
 ];
 
@@ -191,6 +219,7 @@ const runs = new Map<string, ScaleRun>();
 const paired = new Map<string, ScaleRun>();
 function benchScale(name: string, args: string[], threads = THREADS): ScaleRun {
   const out = path.join(work, `${name.replace(/[^a-z0-9]+/g, '-')}.json`);
+  if (process.env.K3_SCALE_REUSE === '1' && fs.existsSync(out)) return JSON.parse(fs.readFileSync(out, 'utf8')) as ScaleRun;
   const t0 = Date.now();
   k3(['bench-scale', model, ...args, '--threads', String(threads), '--io-threads', String(IO_THREADS), '--reads', READS, '--out', out]);
   const run = JSON.parse(fs.readFileSync(out, 'utf8')) as ScaleRun;
@@ -204,11 +233,20 @@ for (const c of configs) {
   }
   runs.set(c.name, benchScale(c.name, cliArgs(c, slotBytes)));
 }
+/** Each prefill run, with the resident run just before it (its compute, as the decode check's). */
+const prefillRuns: { name: string; tokens: number; run: ScaleRun; before: ScaleRun }[] = [];
+for (const b of prefillBudgets)
+  for (const tokens of PREFILL) {
+    const name = `prefill ${tokens} ${b.name}`;
+    const before = benchScale(`resident before ${name}`, [...cliArgs({ ...configs[0], args: configs[0].args.slice(0, 2) }, slotBytes), ...PAIRED]);
+    // One decode step after it (bench-scale measures at least one); the prefill is the figure.
+    prefillRuns.push({ name, tokens, before, run: benchScale(name, [...cliArgs(b, slotBytes), '--prefill', String(tokens), '--steps', '1']) });
+  }
 // One compute thread: how many weight bytes a CPU-second streams when the thread has a core
 // to itself, against the one-thread triad. (The CPU share of the machine moves with other
 // work; bytes per CPU-second of the decode do not, which says whether it is the code or the
 // machine that limits it.)
-const single = benchScale('resident 1 thread', [...cliArgs({ ...configs[0], args: configs[0].args.slice(0, 2) }, slotBytes), ...PAIRED], 1);
+const single = DECODE ? benchScale('resident 1 thread', [...cliArgs({ ...configs[0], args: configs[0].args.slice(0, 2) }, slotBytes), ...PAIRED], 1) : undefined;
 const res = runs.get('resident') as ScaleRun;
 
 // ---- resident decode per layer kind against the bandwidth bound ---------------------------
@@ -231,7 +269,7 @@ const weightBytes = (p: { layers: { 2: number; 3: number }[]; head_bytes: number
 const perCpuSecond = (r: ScaleRun) => median(steadySteps(r).map((p) => weightBytes(p) / p.cpu_s));
 const cpuRows = [
   { threads: THREADS, step: median(steady.map((p) => p.seconds)), cpu_share: cpuShare, bytes_per_cpu_second: perCpuSecond(res), triad: bandwidth },
-  { threads: 1, step: median(steadySteps(single).map((p) => p.seconds)), cpu_share: median(steadySteps(single).map((p) => p.cpu_s / p.seconds)), bytes_per_cpu_second: perCpuSecond(single), triad: median(single.steps.map((s) => s.bandwidth).filter((b) => b > 0)) },
+  ...(single ? [{ threads: 1, step: median(steadySteps(single).map((p) => p.seconds)), cpu_share: median(steadySteps(single).map((p) => p.cpu_s / p.seconds)), bytes_per_cpu_second: perCpuSecond(single), triad: median(single.steps.map((s) => s.bandwidth).filter((b) => b > 0)) }] : []),
 ];
 
 // ---- disk and experts ----------------------------------------------------------------------
@@ -278,7 +316,7 @@ const ioRows = configs.filter((c) => c.name !== 'resident').map((c) => ioRow(c.n
 
 // ---- the machine profile ---------------------------------------------------------------------
 const seqProbe = res.disk_sequential.reduce((a, b) => (b.bytes > a.bytes ? b : a));
-const profile: MachineProfile = makeProfile(res, { sequential: seqProbe, expert: res.disk_random[0], concurrency: diskConcurrency(runs.get('trunk streamed') as ScaleRun) }, expertBytes,
+const profile: MachineProfile = makeProfile(res, { sequential: seqProbe, expert: res.disk_random[0], concurrency: runs.has('trunk streamed') ? diskConcurrency(runs.get('trunk streamed') as ScaleRun) : undefined }, expertBytes,
   `npm run bench -- scale on ${path.basename(model)}, reads ${READS}, ${new Date().toISOString()}, load ${res.load_average.slice(0, 3).join(' ')}`);
 const profileFile = path.join(repoRoot, 'out/bench/machine-profile.json');
 const defaultProfile = process.env.K3_MACHINE_PROFILE ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'k3/machine-profile.json');
@@ -369,13 +407,16 @@ const validation = configs.filter((c) => c.name !== 'resident').map((c) => {
 
 // The profile records how its forecast did here (from probes, as a person's forecast is
 // made), so what shows a forecast can say how far to trust it; then it is saved.
-profile.check = {
-  configurations: validation.length,
-  within: validation.filter((v) => Math.abs(v.error) <= TOLERANCE).length,
-  worst: Math.max(...validation.map((v) => Math.abs(v.error))),
-};
+// Without the decode configurations there is no check, and the default profile is kept.
+if (validation.length)
+  profile.check = {
+    configurations: validation.length,
+    within: validation.filter((v) => Math.abs(v.error) <= TOLERANCE).length,
+    worst: Math.max(...validation.map((v) => Math.abs(v.error))),
+  };
 fs.writeFileSync(profileFile, JSON.stringify(profile, null, 2) + '\n');
-if (process.env.K3_SCALE_SAVE_PROFILE !== '0') {
+const saveProfile = DECODE && process.env.K3_SCALE_SAVE_PROFILE !== '0';
+if (saveProfile) {
   fs.mkdirSync(path.dirname(defaultProfile), { recursive: true });
   fs.copyFileSync(profileFile, defaultProfile);
 }
@@ -386,21 +427,53 @@ const checkFigures: ForecastFigures = {
   configs: validation.map((v) => v.name),
   runs: [{ name: new Date().toISOString().slice(0, 16).replace('T', ' '), errors: validation.map((v) => v.error) }],
 };
-fs.writeFileSync(path.join(repoRoot, 'out/bench/scale-chart.json'), JSON.stringify(checkFigures, null, 2) + '\n');
-fs.writeFileSync(path.join(repoRoot, 'out/bench/scale.svg'), drawFigures(checkFigures));
+if (validation.length) {
+  fs.writeFileSync(path.join(repoRoot, 'out/bench/scale-chart.json'), JSON.stringify(checkFigures, null, 2) + '\n');
+  fs.writeFileSync(path.join(repoRoot, 'out/bench/scale.svg'), drawFigures(checkFigures));
+}
+
+// ---- time to first token against its forecast -------------------------------------------
+// Each prefill run forecast as the decode check forecasts a pass: the kinds of the resident
+// run just before it, the disk rates of its own probes, the batch the run's plan gave it. A
+// count that disagrees with the batch (passes, trunk layer reads) fails the bench at the end,
+// after everything is written.
+const countErrors: string[] = [];
+const prefillRows = prefillRuns.map(({ name, tokens, run, before }) => {
+  const p = run.prefill as PrefillRecord;
+  countErrors.push(...prefillCountErrors(name, p));
+  const own: MachineProfile = {
+    ...profile,
+    kinds: kindFigures(before),
+    disk_sequential: aroundRun(run.disk_sequential, run.disk_sequential_after) ?? profile.disk_sequential,
+    disk_expert: aroundRun(run.disk_random, run.disk_random_after) ?? profile.disk_expert,
+    disk_concurrency: diskConcurrency(run) ?? profile.disk_concurrency,
+  };
+  const file = path.join(work, `profile-${name.replace(/[^a-z0-9]+/g, '-')}.json`);
+  fs.writeFileSync(file, JSON.stringify(own, null, 2) + '\n');
+  const budgets = [model, '--trunk-gb', String(run.memory.trunk_budget_bytes / 1e9), '--cache-gb', String(run.memory.expert_cache_budget_bytes / 1e9), '--batch', String(p.batch)];
+  const at = (f: Forecast) => f.prefill.find((x) => x.tokens === tokens) as Forecast['prefill'][number];
+  const check: PrefillCheck = prefillCheck(name, p, at(forecast(budgets, file)[0]));
+  // With the read rates the engine itself achieved in the prefill: the model's structure
+  // apart from how well a probe predicts the disk.
+  const [eb, es, tb, ts] = p.pass.reads ?? [0, 0, 0, 0];
+  const engineFile = file.replace(/\.json$/, '-engine.json');
+  fs.writeFileSync(engineFile, JSON.stringify({ ...own, disk_expert: es > 0 ? eb / (es / IO_THREADS) : own.disk_expert, disk_sequential: ts > 0.1 ? tb / ts : own.disk_sequential }, null, 2) + '\n');
+  const engine = at(forecast(budgets, engineFile)[0]);
+  return { ...check, forecast_engine_rates: engine.seconds, error_engine_rates: engine.seconds / check.seconds - 1, miss: prefillMissTerm(check, TOLERANCE), resident_step: median(steadySteps(before).map((s) => s.seconds)), load: run.load_average, peak_rss: run.peak_rss_bytes };
+});
 
 // ---- the full release per preset, serial and verifying ---------------------------------------
 const positions = [1, 2, 3, 5, 9];
 const full = new Map<number, Forecast[]>(positions.map((n) => [n, forecast(['--positions', String(n)])]));
 
 // The drafter's replay acceptance on code edits, with this checkpoint's tokenizer.
-const replays = codeEdits().map((e) => {
+const replays = (DECODE ? codeEdits() : []).map((e) => {
   const base = path.join(work, e.workload.replace(/\//g, '-'));
   writeCodeEdit(e, base);
   const r = parseReplay(k3(['draft-replay', '--tok', model, '--prefix-file', `${base}.prefix`, '--truth-file', `${base}.truth`, '--context-file', `${base}.material`, '--spec', String(SPEC)]));
   return { workload: e.workload, acceptance: r.drafted ? r.accepted / r.drafted : 0, tokens_per_pass: r.tokensPerPass };
 });
-const acceptance = median(replays.map((r) => r.acceptance));
+const acceptance = replays.length ? median(replays.map((r) => r.acceptance)) : 0;
 
 /**
  * Expected tokens per second of rounds drafting n tokens, each accepted with probability a
@@ -413,7 +486,7 @@ function specRate(pass: (positions: number) => number, n: number, a: number): nu
   return tokens / pass(n + 1);
 }
 const presets = (full.get(1) as Forecast[]).map((f) => f.preset);
-const specRows = presets.map((preset) => {
+const specRows = (DECODE ? presets : []).map((preset) => {
   const at = (n: number): number => {
     // Forecasts at the measured counts, linear between them.
     const known = positions.map((p) => ({ p, s: ((full.get(p) as Forecast[]).find((f) => f.preset === preset) as Forecast).seconds }));
@@ -436,18 +509,20 @@ const specRows = presets.map((preset) => {
 // ---- pacing on the slice: does it let drafts through when a pass costs seconds? ------------
 // Serial greedy first; then --spec 8 with the serial continuation as drafting material (what
 // a drafter that had seen this text would propose), resident budgets.
-const ids = Array.from({ length: 8 }, (_, k) => (k * 7919 + 13) % 150000).join(',');
-const pacingArgs = ['--trunk-gb', GB(trunkBytes + margin), '--cache-gb', ((oneToken * slotBytes + 1e5) / 1e9).toFixed(6), '--threads', String(THREADS)];
-const gen = 12;
-const serialOut = path.join(work, 'pacing-serial.json');
-const serialText = k3([model, '--ids', ids, '--gen', String(gen), '--incremental', ...pacingArgs, '--out', serialOut]);
-const serialRun = JSON.parse(fs.readFileSync(serialOut, 'utf8')) as { generated_ids: number[]; seconds_per_token: number };
-const specOut = path.join(work, 'pacing-spec.json');
-const specText = k3([model, '--ids', ids, '--gen', String(gen), '--spec', String(SPEC), '--context-ids', serialRun.generated_ids.join(','), ...pacingArgs, '--out', specOut]);
-const specRun = JSON.parse(fs.readFileSync(specOut, 'utf8')) as { generated_ids: number[]; seconds_per_token: number };
-if (JSON.stringify(specRun.generated_ids) !== JSON.stringify(serialRun.generated_ids)) throw new Error('speculation changed the output');
-const specLine = /^spec: .*$/m.exec(specText)?.[0] ?? '';
-void serialText;
+function measurePacing(): { serial: number; spec: number; line: string } {
+  const ids = Array.from({ length: 8 }, (_, k) => (k * 7919 + 13) % 150000).join(',');
+  const pacingArgs = ['--trunk-gb', GB(trunkBytes + margin), '--cache-gb', ((oneToken * slotBytes + 1e5) / 1e9).toFixed(6), '--threads', String(THREADS)];
+  const gen = 12;
+  const serialOut = path.join(work, 'pacing-serial.json');
+  k3([model, '--ids', ids, '--gen', String(gen), '--incremental', ...pacingArgs, '--out', serialOut]);
+  const serialRun = JSON.parse(fs.readFileSync(serialOut, 'utf8')) as { generated_ids: number[]; seconds_per_token: number };
+  const specOut = path.join(work, 'pacing-spec.json');
+  const specText = k3([model, '--ids', ids, '--gen', String(gen), '--spec', String(SPEC), '--context-ids', serialRun.generated_ids.join(','), ...pacingArgs, '--out', specOut]);
+  const specRun = JSON.parse(fs.readFileSync(specOut, 'utf8')) as { generated_ids: number[]; seconds_per_token: number };
+  if (JSON.stringify(specRun.generated_ids) !== JSON.stringify(serialRun.generated_ids)) throw new Error('speculation changed the output');
+  return { serial: serialRun.seconds_per_token, spec: specRun.seconds_per_token, line: /^spec: .*$/m.exec(specText)?.[0] ?? '' };
+}
+const pacing = DECODE ? measurePacing() : null;
 
 // ---- tables ----------------------------------------------------------------------------------
 const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
@@ -478,8 +553,8 @@ console.log('(the steady passes: the first, which fills the cache, left out)');
 console.log('config            s/pass   I/O wait   expert GB/pass  trunk GB/pass  retained  engine MB/s/reader  disk MB/s/reader (aggregate)  disk seq MB/s  CPU share  read CPU-s/GB');
 for (const r of ioRows)
   console.log(`${r.name.padEnd(16)} ${r.seconds.toFixed(3).padStart(7)} ${pct(r.io_share).padStart(10)} ${r.expert_gb_per_pass.toFixed(3).padStart(15)} ${r.trunk_gb_per_pass.toFixed(3).padStart(14)} ${pct(r.retained).padStart(9)} ${(r.engine_reader_rate / 1e6).toFixed(0).padStart(18)} ${(r.probe_reader_rate / 1e6).toFixed(0).padStart(17)} (${(r.probe_rate / 1e6).toFixed(0)}, after ${(r.probe_rate_after / 1e6).toFixed(0)}) ${(r.probe_sequential / 1e6).toFixed(0).padStart(13)} ${r.cpu_share.toFixed(2).padStart(10)} ${r.read_cpu_per_gb.toFixed(3).padStart(14)}`);
-const blocks = (runs.get('experts 50 %') as ScaleRun).disk_sequential;
-console.log(`disk, guest page cache dropped, sequential by block size (1 GB each, its own stretch, read twice, the second kept): ${blocks.map((d) => `${(d.block / 1e6).toFixed(1)} MB ${(probeRate(d) / 1e6).toFixed(0)} MB/s`).join(', ')}; whole checkpoint at the start ${(probeRate(seqProbe) / 1e6).toFixed(0)} MB/s`);
+const blocks = runs.get('experts 50 %')?.disk_sequential ?? [];
+console.log(`disk, guest page cache dropped, sequential by block size (1 GB each, its own stretch, read twice, the second kept): ${blocks.map((d) => `${(d.block / 1e6).toFixed(1)} MB ${(probeRate(d) / 1e6).toFixed(0)} MB/s`).join(', ') || '-'}; whole checkpoint at the start ${(probeRate(seqProbe) / 1e6).toFixed(0)} MB/s`);
 
 console.log('\nforecast against measured, the slice (profile kinds + each run\'s own disk probes, before and after it)');
 for (const v of validation)
@@ -493,11 +568,27 @@ for (const r of specRows) {
   const f = (full.get(1) as Forecast[]).find((x) => x.preset === r.preset) as Forecast;
   console.log(`${r.preset.padEnd(12)} ${f.seconds.toFixed(2).padStart(8)} ${f.compute_seconds.toFixed(2).padStart(8)} ${f.disk_seconds.toFixed(2).padStart(7)} ${((f.trunk_read_bytes + f.expert_read_bytes) / 1e9).toFixed(1).padStart(14)}  ${f.bound.padEnd(7)} ${r.verify_9_s.toFixed(2).padStart(10)} ${pct(r.extra_position).padStart(12)} ${r.spec_always_speedup.toFixed(2).padStart(14)}x ${r.paced_speedup.toFixed(2).padStart(8)}x (${r.paced_n})`);
 }
-console.log(`replay acceptance on code edits (K3 tokenizer, --spec ${SPEC}): ${replays.map((r) => `${r.workload} ${pct(r.acceptance)}`).join(', ')}; median ${pct(acceptance)}`);
-console.log(`pacing on the slice (resident): serial ${serialRun.seconds_per_token.toFixed(3)} s/token, --spec ${SPEC} with the continuation as material ${specRun.seconds_per_token.toFixed(3)} s/token (${(serialRun.seconds_per_token / specRun.seconds_per_token).toFixed(2)}x); ${specLine}`);
-console.log(`machine profile: ${profileFile}${process.env.K3_SCALE_SAVE_PROFILE !== '0' ? ` (copied to ${defaultProfile})` : ''}`);
+if (pacing) {
+  console.log(`replay acceptance on code edits (K3 tokenizer, --spec ${SPEC}): ${replays.map((r) => `${r.workload} ${pct(r.acceptance)}`).join(', ')}; median ${pct(acceptance)}`);
+  console.log(`pacing on the slice (resident): serial ${pacing.serial.toFixed(3)} s/token, --spec ${SPEC} with the continuation as material ${pacing.spec.toFixed(3)} s/token (${(pacing.serial / pacing.spec).toFixed(2)}x); ${pacing.line}`);
+}
+
+if (prefillRows.length) {
+  console.log(`\ntime to first token on the slice (prefill in the batch the plan allows; forecast from the resident run just before each and its own disk probes)`);
+  console.log('config                     batch  passes  trunk layer reads  trunk GB  expert GB   seconds  (compute  waits)  forecast  (compute  disk)   error   engine rates  resident step');
+  for (const r of prefillRows)
+    console.log(`${r.name.padEnd(26)} ${String(r.batch).padStart(5)}${r.batch_sized ? '*' : ' '} ${String(r.passes).padStart(6)} ${`${r.trunk_layer_reads} (${r.passes} x ${r.streamed_layers})`.padStart(18)} ${(r.trunk_bytes / 1e9).toFixed(2).padStart(9)} ${(r.expert_bytes / 1e9).toFixed(2).padStart(10)} ${r.seconds.toFixed(2).padStart(9)}  (${r.compute.toFixed(2).padStart(7)} ${r.waits.toFixed(2).padStart(6)})  ${r.forecast.toFixed(2).padStart(8)}  (${r.forecast_compute.toFixed(2).padStart(7)} ${r.forecast_disk.toFixed(2).padStart(5)})  ${`${r.error >= 0 ? '+' : ''}${pct(r.error)}`.padStart(7)}  ${`${r.error_engine_rates >= 0 ? '+' : ''}${pct(r.error_engine_rates)}`.padStart(12)}  ${r.resident_step.toFixed(3)} s`);
+  console.log('  (* the batch sized to memory)');
+  for (const r of prefillRows)
+    if (r.miss)
+      console.log(`  ${r.name}: off by ${pct(r.error)}; the term furthest from the run is ${r.miss.term} (${r.miss.seconds >= 0 ? '+' : ''}${r.miss.seconds.toFixed(2)} s): compute forecast ${r.forecast_compute.toFixed(2)} s against ${r.compute.toFixed(2)} measured (${pct(r.compute_error)}), trunk ${(r.forecast_trunk_bytes / 1e9).toFixed(2)} GB against ${(r.trunk_bytes / 1e9).toFixed(2)}, experts ${(r.forecast_expert_bytes / 1e9).toFixed(2)} GB against ${(r.expert_bytes / 1e9).toFixed(2)}; lm_head ${r.head_seconds.toFixed(2)} s of the run`);
+  const release = full.get(1) as Forecast[];
+  console.log(`full release, time to first token (512 / 2,048 tokens) per preset: ${release.map((f) => `${f.preset} ${f.prefill.map((p) => `${p.seconds.toFixed(0)}`).join(' / ')} s (batch ${f.prefill[1].batch})`).join('; ')}`);
+}
+console.log(`machine profile: ${profileFile}${saveProfile ? ` (copied to ${defaultProfile})` : ''}`);
 
 fs.writeFileSync(
   path.join(repoRoot, 'out/bench/scale.json'),
-  JSON.stringify({ model, threads: THREADS, io_threads: IO_THREADS, reads: READS, configs, kinds: kindRows, bandwidth, cpu_share: cpuShare, cpu: cpuRows, step_seconds: stepSeconds, prefill: res.prefill ? { tokens: res.prefill.tokens, seconds: res.prefill.pass.seconds, waits: passWaits(res.prefill.pass), experts: passExperts(res.prefill.pass) } : null, verify: verifyRows, io: ioRows, validation, profile, full: Object.fromEntries(full), replays, acceptance, spec: specRows, pacing: { serial: serialRun.seconds_per_token, spec: specRun.seconds_per_token, line: specLine } }, null, 2) + '\n',
+  JSON.stringify({ model, threads: THREADS, io_threads: IO_THREADS, reads: READS, configs, kinds: kindRows, bandwidth, cpu_share: cpuShare, cpu: cpuRows, step_seconds: stepSeconds, prefill: res.prefill ? { tokens: res.prefill.tokens, seconds: res.prefill.pass.seconds, waits: passWaits(res.prefill.pass), experts: passExperts(res.prefill.pass) } : null, verify: verifyRows, io: ioRows, validation, profile, full: Object.fromEntries(full), replays, acceptance, spec: specRows, pacing, ttft: prefillRows }, null, 2) + '\n',
 );
+if (countErrors.length) throw new Error(`prefill counts disagree with the batch:\n${countErrors.join('\n')}`);

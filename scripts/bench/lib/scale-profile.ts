@@ -50,7 +50,7 @@ export interface ScaleRun {
   open_seconds: number;
   layers: { mixer: string; ffn: string }[];
   steps: Pass[];
-  prefill: { tokens: number; pass: Pass } | null;
+  prefill: PrefillRecord | null;
   verify: { positions: number; pass: Pass }[];
   disk_sequential: DiskProbe[];
   disk_random: DiskProbe[];
@@ -64,6 +64,20 @@ export interface ScaleRun {
   beside_reads: { triad_alone: number; triad_reading: number; triad_read_bytes_per_s: number; steps_read_bytes_per_s: number; steps: number[] } | null;
   /** The run's memory report (`scale` reads the budgets, the reads and waits, and the plan). */
   memory: MemoryReport;
+}
+
+/** The prefill record of `k3 bench-scale --prefill N` (native/tools/cmd_scale.c). */
+export interface PrefillRecord {
+  tokens: number;
+  /** The batch the plan gave the context (or --prefill-batch), and whether it was sized to memory. */
+  batch: number;
+  batch_sized: number;
+  /** Forward passes of the prefill, and layer reads of the streamed trunk during it. */
+  passes: number;
+  trunk_layer_reads: number;
+  /** Layers the plan streams (not pinned). */
+  streamed_layers: number;
+  pass: Pass;
 }
 
 export type KindName = 'dense' | 'kda_moe' | 'mla_moe' | 'lm_head';

@@ -341,16 +341,23 @@ function aroundRun(before: DiskProbe[], after: DiskProbe[]): number | undefined 
 // its own probes measured just before it (the same files, the same tier of a virtual disk).
 // The resident run itself repeats one token, so its experts stay cached; the forecast
 // assumes routing spread evenly over the pool, so that run is no test of it.
+
+/** The machine profile a cold run is forecast from: the compute rates of the resident run
+ * just before it, and its own disk probes (before and after it), else the slice profile's. */
+function runProfile(before: ScaleRun, run: ScaleRun): MachineProfile {
+  return {
+    ...profile,
+    kinds: kindFigures(before),
+    disk_sequential: aroundRun(run.disk_sequential, run.disk_sequential_after) ?? profile.disk_sequential,
+    disk_expert: aroundRun(run.disk_random, run.disk_random_after) ?? profile.disk_expert,
+    disk_concurrency: diskConcurrency(run) ?? profile.disk_concurrency,
+  };
+}
+
 const validation = configs.filter((c) => c.name !== 'resident').map((c) => {
   const r = runs.get(c.name) as ScaleRun;
   const before = paired.get(c.name) as ScaleRun;
-  const own: MachineProfile = {
-    ...profile,
-    kinds: kindFigures(before),
-    disk_sequential: aroundRun(r.disk_sequential, r.disk_sequential_after) ?? profile.disk_sequential,
-    disk_expert: aroundRun(r.disk_random, r.disk_random_after) ?? profile.disk_expert,
-    disk_concurrency: diskConcurrency(r) ?? profile.disk_concurrency,
-  };
+  const own = runProfile(before, r);
   const file = path.join(work, `profile-${c.name.replace(/[^a-z0-9]+/g, '-')}.json`);
   fs.writeFileSync(file, JSON.stringify(own, null, 2) + '\n');
   const budgets = [model, '--trunk-gb', String(r.memory.trunk_budget_bytes / 1e9), '--cache-gb', String(r.memory.expert_cache_budget_bytes / 1e9)];
@@ -441,13 +448,7 @@ const countErrors: string[] = [];
 const prefillRows = prefillRuns.map(({ name, tokens, run, before }) => {
   const p = run.prefill as PrefillRecord;
   countErrors.push(...prefillCountErrors(name, p));
-  const own: MachineProfile = {
-    ...profile,
-    kinds: kindFigures(before),
-    disk_sequential: aroundRun(run.disk_sequential, run.disk_sequential_after) ?? profile.disk_sequential,
-    disk_expert: aroundRun(run.disk_random, run.disk_random_after) ?? profile.disk_expert,
-    disk_concurrency: diskConcurrency(run) ?? profile.disk_concurrency,
-  };
+  const own = runProfile(before, run);
   const file = path.join(work, `profile-${name.replace(/[^a-z0-9]+/g, '-')}.json`);
   fs.writeFileSync(file, JSON.stringify(own, null, 2) + '\n');
   const budgets = [model, '--trunk-gb', String(run.memory.trunk_budget_bytes / 1e9), '--cache-gb', String(run.memory.expert_cache_budget_bytes / 1e9), '--batch', String(p.batch)];

@@ -154,6 +154,8 @@ export class Ctx {
         setEngine: (engine) => this.setEngine(engine),
         started: (version) => {
           this.engineVersion = version;
+          // The file already open when the server (re)started is warmed like one switched to.
+          this.warmup.editorChanged(vscode.window.activeTextEditor);
         },
         applyStatus: (status) => this.applyStatus(status),
         attachChat: (client) => this.chatBackend.attach(client),

@@ -117,6 +117,8 @@ async function loadModel(
  * the first load's result; the second's failure is the chat role's status. */
 async function loadModels(ctx: ServerCtx, modelPath: string, preset: string, progress?: WorkDoneProgressReporter): Promise<ModelLoadResult> {
   const first = loadModel(ctx, modelPath, preset, progress ?? serverProgress(ctx));
+  // A context change that came while no model was there is warmed now.
+  first.then(() => ctx.completions.warmup.backendReady()).catch(() => undefined);
   const chatPath = ctx.plan.chatEnginePath;
   if (ctx.chatEngine && chatPath) {
     loadModel(ctx, chatPath, preset, serverProgress(ctx), ctx.chatEngine, { after: first, admit: ctx.chatAdmission(chatPath) }).catch((e: Error) =>
@@ -154,7 +156,14 @@ export function registerHandlers(ctx: ServerCtx, connection: Connection): void {
   });
 
   connection.onInitialized(() => {
-    for (const remote of ctx.remoteBackends) void remote.start().catch((e: Error) => ctx.log(`remote backend: ${e.message}`));
+    for (const remote of ctx.remoteBackends) {
+      void remote
+        .start()
+        .then(() => {
+          if (remote === ctx.completionRemote) ctx.completions.warmup.backendReady();
+        })
+        .catch((e: Error) => ctx.log(`remote backend: ${e.message}`));
+    }
     if (!ctx.usesEngine) {
       ctx.status.enable();
       return;

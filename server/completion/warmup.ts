@@ -43,6 +43,9 @@ export class Warmup {
   private prefillJob: Job | undefined;
   private ahead: Ahead | undefined;
   private pending: PendingAccept | undefined;
+  /** The last context change that found no backend to warm (the model still loading, or
+   * unloaded): warmed when one is ready (backendReady), unless the document moved on. */
+  private deferred: CompletionPositionParams | undefined;
   /** The text the last suggestion computed ahead was for, until a request is served it. */
   private computed: { base: string; before: string } | undefined;
   readonly stats: WarmupStats = { prefills: 0, prefillsCancelled: 0, ahead: 0, aheadCancelled: 0, aheadServed: 0 };
@@ -67,6 +70,8 @@ export class Warmup {
     const t0 = Date.now();
     const prepared = this.prepare(p);
     const warm = prepared?.backend.warm?.bind(prepared.backend);
+    this.deferred = prepared === undefined ? p : undefined;
+    if (prepared === undefined) this.ctx.log(`warm-up waits: no model or server is ready for ${p.uri}; it runs when one is`);
     if (!prepared || !warm) return;
     const job = new Job('completion', 'background');
     this.prefillJob = job;
@@ -85,6 +90,14 @@ export class Warmup {
       if (this.prefillJob === job) this.prefillJob = undefined;
       this.changed();
     }
+  }
+
+  /** A backend became ready (a model loaded, a remote server answered): the context change
+   * that found none is warmed now, if its document is still at that version. */
+  backendReady(): void {
+    const p = this.deferred;
+    this.deferred = undefined;
+    if (p && this.ctx.documents.get(p.uri)?.version === p.version) void this.contextChanged(p);
   }
 
   /** k3/completion/didAccept: compute the next suggestion at the position, in idle time, into
@@ -135,6 +148,7 @@ export class Warmup {
 
   /** Stops every warm-up (settings changed, model replaced). */
   cancel(): void {
+    this.deferred = undefined;
     this.prefillJob?.cancel('superseded');
     this.pending = undefined;
     this.cancelAhead();
@@ -176,12 +190,14 @@ export class Warmup {
   }
 
   /** The prepared completion, or undefined (logged) when the position no longer fits. */
-  private prepare(p: CompletionPositionParams): Prepared | undefined {
+  /** The prompt at p; undefined when no backend is ready (or the document is not open), null
+   * when it cannot be laid out (logged). */
+  private prepare(p: CompletionPositionParams): Prepared | undefined | null {
     try {
       return this.service.prepare(p.uri, p.position, Date.now());
     } catch (e) {
       this.ctx.log(`warm-up skipped: ${(e as Error).message}`);
-      return undefined;
+      return null;
     }
   }
 

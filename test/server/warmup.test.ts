@@ -2,11 +2,12 @@
 // editor drives it (k3/context/didChange, k3/completion/didAccept over stdio): a context
 // change prefills the prompt, so the completion at that cursor reuses it; a completion
 // request that arrives while the prefill runs cancels it and is answered; after an accept
-// the next suggestion is computed ahead and the request there is answered from the cache.
+// the next suggestion is computed ahead and the request there is answered from the cache; a
+// context change while no model is loaded is warmed once the model is.
 // Tests await log lines and status, never time.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { CompletionDidAcceptNotification, ContextDidChangeNotification, type StatusResult, StatusRequest } from '../../protocol/lsp';
+import { CompletionDidAcceptNotification, ContextDidChangeNotification, ModelLoadRequest, ModelUnloadRequest, type StatusResult, StatusRequest } from '../../protocol/lsp';
 import { ensureFixture } from '../support/fixtures';
 import { type ServerHandle, startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';
 import { addonFile } from '../support/paths';
@@ -89,4 +90,22 @@ test('after an accept the next suggestion is computed ahead, and the request the
   assert.equal(s.lastCompletion?.source, 'cache');
   assert.equal(s.warmup?.ahead, was.ahead + 1);
   assert.equal(s.warmup?.aheadServed, was.aheadServed + 1);
+});
+
+test('a context change while no model is loaded is warmed once the model loads', T, async () => {
+  const uri = 'file:///w/warm_e.py';
+  const text = file(6, 'epsilon');
+  const line = text.split('\n').length - 1;
+  await server.open(uri, 'python', text);
+  await server.connection.sendRequest(ModelUnloadRequest.type);
+  const was = (await status()).warmup!;
+  const from = server.logs.length;
+  await server.connection.sendNotification(ContextDidChangeNotification.type, { uri, version: 1, position: { line, character: 9 } });
+  await server.waitFor(server.logs, (l) => server.logs.indexOf(l) >= from && l.startsWith('warm-up waits'));
+  assert.equal((await status()).warmup?.prefills, was.prefills, 'nothing to warm without a model');
+  await server.connection.sendRequest(ModelLoadRequest.type, {});
+  const log = await server.waitFor(server.logs, (l) => server.logs.indexOf(l) >= from && l.startsWith('warm-up: prefilled') && l.includes(uri));
+  const [, prefilled, total] = /prefilled (\d+) tokens of (\d+)/.exec(log)!.map(Number);
+  assert.equal(prefilled, total, 'the new model held nothing of it');
+  assert.equal((await status()).warmup?.prefills, was.prefills + 1);
 });

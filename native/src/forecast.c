@@ -169,6 +169,16 @@ static double compute_slowdown(const forecast_profile *p) {
     return m > 1.0 ? m : 1.0;
 }
 
+/* `compute` seconds of resident work done beside `reads` seconds of disk reads that start
+ * with it: while the reads last it runs at 1 / m of its speed, after them at full speed. A
+ * decode pass's reads outlast its compute, so all of it slows by m; a prefill pass's reads
+ * (6 s of a 45-196 s pass on the slice) slow only what runs beside them. */
+static double compute_beside_reads(double compute, double reads, double m) {
+    if (reads <= 0.0 || m <= 1.0)
+        return compute;
+    return compute * m <= reads ? compute * m : compute + reads * (1.0 - 1.0 / m);
+}
+
 /* One pass of `positions` positions. prefill: the routed experts compute every (token,
  * expert) pair, the first of each expert at its bytes' cost and the rest at the marginal
  * cost of a position (g(n) - 1) / (n - 1); a verify pass counts each distinct expert once.
@@ -216,13 +226,18 @@ static k3_status forecast_pass(const forecast_profile *p, const model *m, const 
         out->expert_read_bytes += experts * (1.0 - hit) * expert_bytes;
     }
     compute += p->lm_head.seconds / p->lm_head.bytes * (double)in->lm_head_bytes * (logit_rows < 0 ? g : logit_rows);
-    /* A pass that reads computes beside its reads, on what they leave of the machine. */
-    const double slowdown = out->expert_read_bytes > 0.0 || streamed > 0.0 ? compute_slowdown(p) : 1.0;
-    compute *= slowdown;
+    const double trunk_read = streamed / p->disk_sequential;
+    /* A pass computes beside its reads on what they leave of the machine, for as long as
+     * they last: with one ring slot only the expert reads run beside compute (the trunk's
+     * are in series with it), with two both kinds do, sharing the device as below. */
+    const int both = streamed > 0.0 && out->expert_read_bytes > 0.0 && p->disk_concurrency > 0.0;
+    const double beside = tl.ring_slots == 1 ? expert_read : (trunk_read + expert_read) / (both ? p->disk_concurrency : 1.0);
+    const double slowed = compute_beside_reads(compute, beside, compute_slowdown(p));
+    const double slowdown = compute > 0.0 ? slowed / compute : 1.0;
+    compute = slowed;
     double exposed = 0.0;
     for (int l = 0; l < in->n_layers; l++)
         exposed += e_layer[l] > slowdown * f_layer[l] ? e_layer[l] - slowdown * f_layer[l] : 0.0;
-    const double trunk_read = streamed / p->disk_sequential;
     out->positions = positions;
     out->compute_seconds = compute;
     out->disk_seconds = trunk_read + expert_read;
@@ -238,8 +253,7 @@ static k3_status forecast_pass(const forecast_profile *p, const model *m, const 
     } else {
         /* Both kinds at once share the device: each byte its own kind's time, scaled by
          * what reading both at once measured against that. */
-        const int both = streamed > 0.0 && out->expert_read_bytes > 0.0 && p->disk_concurrency > 0.0;
-        const double disk = (trunk_read + expert_read) / (both ? p->disk_concurrency : 1.0);
+        const double disk = beside;
         const double busy = compute + exposed;
         out->disk_seconds = disk;
         out->seconds = busy > disk ? busy : disk;

@@ -34,18 +34,23 @@
  *   compute c_l = s_k / b_k x (t_l x g(n) + U_l(n) x expert bytes), the kind's seconds per
  *     byte applied to the target's bytes; U_l(n) distinct experts for n positions, from
  *     top_k of E spread evenly: E (1 - (1 - top_k / E)^n)
- *   a pass that reads anything from disk computes slower by m = B / R (at least 1): the
+ *   a pass computes slower by m = B / R (at least 1) while the disk reads beside it: the
  *     reads take memory bandwidth and the readers' copies take CPU from the same machine
  *     (docs/SCALE.md: on this VM m measured 1.1-1.7 from one run to the next, and a cold
  *     pass computed 1.0-2.6x slower than the resident step beside it, about 1.4x in the
- *     median; layers with no read of their own beside them slowed as much as those with)
+ *     median; layers with no read of their own beside them slowed as much as those with).
+ *     Only while they last: with W the seconds the disk reads beside compute (the expert
+ *     reads with one ring slot, everything read with two, as `disk` below), compute of
+ *     resident cost C takes m C when m C <= W (a decode pass, whose reads outlast it) and
+ *     C + W (1 - 1/m) otherwise (a prefill, whose reads take seconds of a minutes-long pass)
  *   expert reads e_l = U_l(n) (1 - h) x expert bytes / X, with h what an LRU cache keeps
  *     under evenly spread routing, the layers asking in turn (lru_hit_rate below): near
  *     the cache's share of the pool when it holds several passes' experts, nothing when it
  *     holds less than one pass's
- *   exposed e'_l = max(0, e_l - m f_l): expert reads overlap the layer's own FFN
+ *   exposed e'_l = max(0, e_l - m' f_l): expert reads overlap the layer's own FFN, slowed by the
+ *     pass's own slowdown m' (its slowed compute over C)
  *   streamed trunk S = sum of the unpinned layers' bytes, read at D
- *   C = m (sum c_l + lm_head: s / b x its bytes x g(n))
+ *   C = slowed as above (sum c_l + lm_head: s / b x its bytes x g(n))
  *   one ring slot:       T = C + S / D + sum e'_l    (trunk reads never overlap)
  *   two slots or pinned: T = max(C + sum e'_l, disk) with disk = (S / D + sum e_l) / F
  *     where both kinds read (F = 1 without it): the trunk reader and the expert readers

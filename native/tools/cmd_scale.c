@@ -35,6 +35,8 @@
 #include "run_memory.h"
 
 #define SCALE_MAX_POSITIONS 17
+/* The largest verify pass it times: a prompt-sized batch, where the prefill forecast reads g(n). */
+#define SCALE_MAX_VERIFY 512
 #define SCALE_MAX_DISK 8
 
 /* The clock and the counters at one moment of a pass. */
@@ -222,8 +224,8 @@ static int list_option(void *user, int argc, char **argv, int *i) {
     if ((!strcmp(a, "--verify") || !strcmp(a, "--disk")) && !v)
         return options_usage_error("k3 bench-scale", "a value is missing after '%s'", a);
     if (!strcmp(a, "--verify")) {
-        if ((o->n_positions = parse_list(v, o->positions, SCALE_MAX_POSITIONS, 1, 64)) < 0)
-            return options_usage_error("k3 bench-scale", "--verify '%s': expected up to 17 position counts 1..64", v);
+        if ((o->n_positions = parse_list(v, o->positions, SCALE_MAX_POSITIONS, 1, SCALE_MAX_VERIFY)) < 0)
+            return options_usage_error("k3 bench-scale", "--verify '%s': expected up to 17 position counts 1..%d", v, SCALE_MAX_VERIFY);
     } else if (!strcmp(a, "--disk")) {
         int mb[SCALE_MAX_DISK];
         if ((o->n_disk = parse_list(v, mb, SCALE_MAX_DISK, 0, 4096)) < 0)
@@ -487,9 +489,11 @@ int scale_main(int argc, char **argv) {
     cp.max_context = o.prompt_len + o.steps + max_positions + o.prefill + 2;
     cp.n_threads = o.threads;
     /* A prefill in the batches the plan allows (or --prefill-batch); never fewer than a
-     * verify pass's positions, so verify passes stay whole. */
+     * verify pass's positions, so verify passes stay whole (a sized batch is at least the
+     * default 128, so only a longer verify pass fixes it). */
     const int batch = o.prefill ? o.prefill_batch : cp.batch;
-    cp.batch = batch != K3_BATCH_AUTO && batch < max_positions ? max_positions : batch;
+    const int least = batch == K3_BATCH_AUTO && max_positions <= 128 ? 0 : max_positions;
+    cp.batch = batch < least ? least : batch;
     if ((rc = run_memory_prepare(&o.memory, o.dir, &cp)) != 0)
         return rc;
     rc = 1;

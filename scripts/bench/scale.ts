@@ -153,9 +153,11 @@ const configs: Config[] = [
     what: 'trunk pinned, cache of one token\'s experts, every step the same token at the same position',
     // First in the bench: its whole-checkpoint probe is the least likely to find bytes a
     // virtual disk's host has cached (the full release's 1.5 TB never would be). Verify
-    // passes up to 64 positions: a prompt's forecast extrapolates g(n) from the last two
-    // counts, and 5-9 positions gave slopes of 0.18-0.57 steps a position from run to run.
-    args: [resident, `--cache-slots=${oneToken}`, '--repeat', '--steps', '9', '--rounds', '4', '--prefill', '16', '--verify', '1,2,3,5,9,64', '--verify-reps', '4', ...WHOLE, '--disk-random', '100', '--beside-reads'],
+    // passes up to 256 positions: a prompt's forecast reads g(n) where a prompt's passes
+    // run and extrapolates past it from the last two counts (5-9 positions gave slopes of
+    // 0.18-0.57 steps a position from run to run, 9-64 0.32, and a 512-token prefill cost
+    // a third less a token than 64 positions did: run AE, docs/SCALE.md).
+    args: [resident, `--cache-slots=${oneToken}`, '--repeat', '--steps', '9', '--rounds', '4', '--prefill', '16', '--verify', '1,2,3,5,9,64,256', '--verify-reps', '4', ...WHOLE, '--disk-random', '100', '--beside-reads'],
   },
   // The checked runs' pass counts: a mean over 7-8 steady passes had up to 12 % standard
   // error in runs P-S, and a burst of two slow passes moved it by 20 % (runs X, AA); twice

@@ -178,6 +178,25 @@ test('a pass that reads computes slower by the triad alone over the triad beside
   assert.equal(faster.compute_seconds, plain.compute_seconds);
 });
 
+test('compute slows beside reads only while they last: a pass whose compute outlasts its reads pays (1 - 1/m) of the reads, not m of itself', () => {
+  // The release's desktop preset: two ring slots, so trunk and expert reads both run beside
+  // compute. With kinds 10^4 times slower, compute outlasts the reads (a prefill's case).
+  const heavy = Object.fromEntries(Object.entries(KINDS).map(([k, v]) => [k, { ...v, seconds: v.seconds * 1e4, ffn_seconds: v.ffn_seconds * 1e4 }]));
+  const budgets = ['--preset', 'desktop'];
+  const [plain] = forecast(['--profile', profile({ kinds: heavy }), ...budgets]);
+  const [slowed] = forecast(['--profile', profile({ kinds: heavy, memory_bandwidth_reading: 16e9 }), ...budgets]);
+  assert.ok(plain.compute_seconds > 1.25 * slowed.disk_seconds, 'compute outlasts the reads');
+  const want = plain.compute_seconds + slowed.disk_seconds * (1 - 16 / 20);
+  assert.ok(Math.abs(slowed.compute_seconds - want) < 1e-5 * want, `${slowed.compute_seconds} against ${want}`);
+  // The light kinds: the reads outlast compute, which slows by m throughout (the test above).
+  const [light] = forecast(['--profile', profile({ memory_bandwidth_reading: 16e9 }), ...budgets]);
+  const [lightPlain] = forecast(['--profile', profile(), ...budgets]);
+  assert.ok(lightPlain.compute_seconds * 1.25 <= light.disk_seconds, 'the reads outlast compute');
+  // And a prompt's passes, minutes of compute beside seconds of reads, slow by far less than m.
+  const p2048 = (f: Forecast) => f.prefill[1];
+  assert.ok(p2048(slowed).compute_seconds < 1.05 * p2048(plain).compute_seconds, `${p2048(slowed).compute_seconds} against ${p2048(plain).compute_seconds}`);
+});
+
 test('a faster disk never forecasts slower, and verifying positions costs more than one', () => {
   const budgets = ['--preset', 'laptop'];
   const slow = forecast(['--profile', profile({ disk_sequential: 3e8, disk_expert: 3e8 }), ...budgets]);

@@ -264,6 +264,14 @@ typedef struct k3_generate_params {
     /* May be NULL; told after each verify pass how many draft tokens it checked and how
      * many it accepted (before the accepted ones reach on_token), with `user`. */
     void (*on_verify)(void *user, int drafted, int accepted);
+    /* For benchmarks (default 0: off). With a in (0, 1), each drafted token is offered as the
+     * drafter proposed it while a seeded coin lands with probability a, and the first that
+     * does not is replaced by another id (the rest of the draft stays): drafting material
+     * that is the model's own continuation is then accepted as a drafter whose tokens land
+     * with probability a in turn would be, so a measured acceptance can be replayed on any
+     * model. The same seed every call; the output is unchanged (only which drafts are
+     * offered), and pacing sees the replayed acceptance. */
+    double replay_acceptance;
 } k3_generate_params;
 
 /* Why k3_generate returned K3_OK. */
@@ -450,7 +458,9 @@ typedef struct k3_plan {
     uint64_t expert_cache;    /* mapped: the whole routed-expert pool; else slots x slot bytes */
     uint64_t recurrent_state; /* KDA state and conv history */
     uint64_t kv_cache;        /* MLA latent cache for max_context positions */
-    uint64_t buffers;         /* forward scratch, logits staging, the token list */
+    uint64_t buffers;         /* forward scratch, logits staging, the token list, and what a
+                                 verify pass keeps: a copy of the recurrent state to roll back
+                                 to and the journal of up to 17 positions */
     uint64_t model_total;     /* trunk + embed_lm_head + vectors + index + expert_cache */
     uint64_t context_total;   /* recurrent_state + kv_cache + buffers */
     uint64_t total;

@@ -38,6 +38,25 @@ typedef struct {
     int pause, skip; /* length of the last pause, and serial steps left in it */
 } pace;
 
+/* The replay's coin (k3_generate_params.replay_acceptance): splitmix64, a fixed seed. */
+static double replay_coin(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-53;
+}
+
+/* Spoils the first drafted token whose coin does not land (with probability 1 - a), so a
+ * draft of the model's own continuation is accepted up to there. */
+static void replay_spoil(uint64_t *seed, double a, int32_t *drafts, int n, int vocab) {
+    for (int i = 0; i < n; i++)
+        if (replay_coin(seed) >= a) {
+            drafts[i] = (drafts[i] + 1) % vocab;
+            return;
+        }
+}
+
 static double blend(double avg, double x) {
     return avg > 0 ? 0.7 * avg + 0.3 * x : x;
 }
@@ -165,6 +184,9 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
         return error_set(&c->err, K3_ERR_INVALID_ARGUMENT,
                          "k3_generate: max_tokens %d (>= 1), spec_max %d (0..%d), %d stop ids, %d context ids",
                          params->max_tokens, params->spec_max, SPEC_MAX, params->n_stop_ids, params->n_context_ids);
+    if (!(params->replay_acceptance >= 0.0 && params->replay_acceptance <= 1.0))
+        return error_set(&c->err, K3_ERR_INVALID_ARGUMENT, "k3_generate: replay_acceptance %g (0..1)",
+                         params->replay_acceptance);
     const int vocab = c->model->m->vocab;
     if (params->heal_len > 0) {
         if (!params->heal || !params->tokenizer)
@@ -189,6 +211,7 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
     if (heal_active(&r.h) && (s = heal_next(&r, 0, c->last_logits, &pending)) != K3_OK)
         return s;
     pace pc = {c->spec_step_seconds, c->spec_position_seconds, 0, 0};
+    uint64_t replay_seed = 0x6b33u; /* the same coins every call */
     draft *d = NULL;
     if (params->spec_max > 0) {
         if ((s = draft_new(&d, &c->err)) != K3_OK ||
@@ -222,6 +245,8 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
                 break;
             if (max > 0)
                 n_draft = draft_propose(d, pending, max, params->stop_ids, params->n_stop_ids, batch + 1);
+            if (params->replay_acceptance > 0.0 && n_draft > 0)
+                replay_spoil(&replay_seed, params->replay_acceptance, batch + 1, n_draft, vocab);
             if (heal_active(&r.h))
                 n_draft = heal_allowed_prefix(&r.h, r.h.done, batch + 1, n_draft);
         }

@@ -182,14 +182,21 @@ static uint64_t context_buffers(const model *m, int batch, int max_context) {
            4u * (uint64_t)(forward_logit_rows(batch) + 1) * (uint64_t)m->vocab + 4u * (uint64_t)max_context;
 }
 
+/* k3_generate's longest verify pass: 16 drafts and the pending token (k3.h, spec_max). */
+#define PLAN_VERIFY_POSITIONS 17
+
 static k3_status plan_at_batch(const model *m, const plan_inputs *in, const k3_model_params *p,
                                const k3_context_params *c, int batch, uint64_t available, k3_plan *out, k3_error *err) {
+    /* The buffers count what any context may allocate the first time it speculates
+     * (verify.c): a copy of the state to roll back to and the journal of the longest verify
+     * pass (at K3's width 434 MB and 17 x 20 MB). */
+    const uint64_t verify = 4u * (uint64_t)(forward_kda_state_floats(m) + forward_journal_floats(m, PLAN_VERIFY_POSITIONS));
     const plan_context ctx = {
         c->max_context,
         batch,
         4u * (uint64_t)forward_kda_state_floats(m),
         4u * (uint64_t)forward_mla_cache_floats(m, c->max_context),
-        context_buffers(m, batch, c->max_context),
+        context_buffers(m, batch, c->max_context) + verify,
     };
     return plan_make(in, p, &ctx, available, out, err);
 }

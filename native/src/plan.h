@@ -43,7 +43,8 @@ typedef struct plan_context {
     int max_context, batch;
     uint64_t recurrent_state; /* KDA state and conv history */
     uint64_t kv_cache;        /* MLA latent cache for max_context positions */
-    uint64_t buffers;         /* scratch, logits staging, the token list */
+    uint64_t buffers;         /* scratch, logits staging, the token list, and a verify pass's
+                                 copy of the state and journal (verify.c) */
 } plan_context;
 
 /* The full plan of a model measured as `in`, at params mp (not NULL: defaults already

@@ -240,7 +240,7 @@ TEST(plan_sizes_the_prefill_batch_to_memory_where_the_trunk_streams_and_keeps_th
     CHECK_INT(release_sized_plan("laptop", 600, 24000000000ull).batch, 600);
     CHECK_INT(release_sized_plan("laptop", 65536, 1e12).batch, FORWARD_MAX_SIZED_BATCH);
     /* Less memory, a smaller batch, never below the default (the plan then says whether it fits). */
-    const k3_plan tight = release_sized_plan("laptop", 4096, 9000000000ull);
+    const k3_plan tight = release_sized_plan("laptop", 4096, 10000000000ull);
     CHECK(tight.batch > FORWARD_DEFAULT_BATCH && tight.batch < laptop.batch);
     CHECK_INT(release_sized_plan("laptop", 4096, 5000000000ull).batch, FORWARD_DEFAULT_BATCH);
     /* Mapped (nothing streams through the engine) keeps the default. */

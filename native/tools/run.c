@@ -22,6 +22,7 @@ typedef struct run_options {
     int incremental;
     int spec;
     int spec_always;
+    double replay_acceptance;
     int threads;
     int batch;
     int tf_check;
@@ -100,6 +101,7 @@ static int parse_options(int argc, char **argv, run_options *o) {
         {"--spec", OPTION_INT, &o->spec, 0, 16},
         {"--incremental", OPTION_FLAG, &o->incremental, 0, 0},
         {"--spec-always", OPTION_FLAG, &o->spec_always, 0, 0},
+        {"--replay-acceptance", OPTION_REAL, &o->replay_acceptance, 0, 1},
         {"--tf-check", OPTION_FLAG, &o->tf_check, 0, 0},
         {"--heal", OPTION_FLAG, &o->heal, 0, 0},
     };
@@ -121,6 +123,8 @@ static int parse_options(int argc, char **argv, run_options *o) {
         return options_usage_error("k3", "%s", "--context-ids / --context-file feed the drafter: they need --spec N");
     if (o->spec_always && !o->spec)
         return options_usage_error("k3", "%s", "--spec-always says how --spec drafts: it needs --spec N");
+    if (o->replay_acceptance > 0 && !o->spec)
+        return options_usage_error("k3", "%s", "--replay-acceptance spoils --spec's drafts: it needs --spec N");
     if (o->context_ids && o->context_file)
         return options_usage_error("k3", "%s", "give at most one of --context-ids and --context-file");
     if (o->tf_check && (o->spec || o->save_state || o->load_state))
@@ -433,6 +437,7 @@ int run_main(int argc, char **argv) {
             gp.max_tokens = o.gen;
             gp.spec_max = o.spec;
             gp.spec_always = o.spec_always;
+            gp.replay_acceptance = o.replay_acceptance;
             gp.context_ids = material;
             gp.n_context_ids = n_material;
             gp.heal = heal.bytes;

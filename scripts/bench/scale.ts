@@ -470,7 +470,7 @@ const positions = [1, 2, 3, 5, 9];
 const full = new Map<number, Forecast[]>(positions.map((n) => [n, forecast(['--positions', String(n)])]));
 
 // The drafter's replay acceptance on code edits, with this checkpoint's tokenizer.
-const replays = (DECODE ? codeEdits() : []).map((e) => {
+const replays = (DECODE || process.env.K3_SCALE_SPEC === '1' ? codeEdits() : []).map((e) => {
   const base = path.join(work, e.workload.replace(/\//g, '-'));
   writeCodeEdit(e, base);
   const r = parseReplay(k3(['draft-replay', '--tok', model, '--prefix-file', `${base}.prefix`, '--truth-file', `${base}.truth`, '--context-file', `${base}.material`, '--spec', String(SPEC)]));
@@ -509,23 +509,67 @@ const specRows = (DECODE ? presets : []).map((preset) => {
   return { preset, serial_s: at(1), verify_9_s: at(9), extra_position: perPosition, spec_always_speedup: fixed / serial, paced_n: best.n, paced_speedup: best.rate / serial };
 });
 
-// ---- pacing on the slice: does it let drafts through when a pass costs seconds? ------------
-// Serial greedy first; then --spec 8 with the serial continuation as drafting material (what
-// a drafter that had seen this text would propose), resident budgets.
-function measurePacing(): { serial: number; spec: number; line: string } {
-  const ids = Array.from({ length: 8 }, (_, k) => (k * 7919 + 13) % 150000).join(',');
-  const pacingArgs = ['--trunk-gb', GB(trunkBytes + margin), '--cache-gb', ((oneToken * slotBytes + 1e5) / 1e9).toFixed(6), '--threads', String(THREADS)];
-  const gen = 12;
-  const serialOut = path.join(work, 'pacing-serial.json');
-  k3([model, '--ids', ids, '--gen', String(gen), '--incremental', ...pacingArgs, '--out', serialOut]);
-  const serialRun = JSON.parse(fs.readFileSync(serialOut, 'utf8')) as { generated_ids: number[]; seconds_per_token: number };
-  const specOut = path.join(work, 'pacing-spec.json');
-  const specText = k3([model, '--ids', ids, '--gen', String(gen), '--spec', String(SPEC), '--context-ids', serialRun.generated_ids.join(','), ...pacingArgs, '--out', specOut]);
-  const specRun = JSON.parse(fs.readFileSync(specOut, 'utf8')) as { generated_ids: number[]; seconds_per_token: number };
-  if (JSON.stringify(specRun.generated_ids) !== JSON.stringify(serialRun.generated_ids)) throw new Error('speculation changed the output');
-  return { serial: serialRun.seconds_per_token, spec: specRun.seconds_per_token, line: /^spec: .*$/m.exec(specText)?.[0] ?? '' };
+// ---- speculation on the slice at the measured acceptance ----------------------------------
+// Serial greedy, then paced --spec 8 whose drafting material is the serial continuation,
+// spoiled by --replay-acceptance at the drafter's measured replay acceptance on code edits
+// (each drafted token lands with that probability in turn, the projection's assumption), in
+// alternating pairs under budgets that read nothing, read experts, and stream the trunk. The
+// tokens must be serial's.
+interface PacingRow {
+  name: string;
+  what: string;
+  serial: number[];
+  spec: number[];
+  /** Median of the pairs' serial / spec seconds per token. */
+  speedup: number;
+  drafted: number;
+  accepted: number;
+  passes: number;
+  tokens: number;
+  line: string;
 }
-const pacing = DECODE ? measurePacing() : null;
+function measurePacing(acceptanceRate: number): PacingRow[] {
+  const ids = Array.from({ length: 8 }, (_, k) => (k * 7919 + 13) % 150000).join(',');
+  const gen = 24;
+  const pinned = ['--trunk-gb', GB(trunkBytes + margin)];
+  const quarter = ['--cache-gb', ((Math.round(0.25 * poolSlots) * slotBytes + 1e5) / 1e9).toFixed(6)];
+  const budgets = [
+    { name: 'resident', what: 'trunk pinned, experts mapped (in the page cache after the first run)', args: [...pinned, '--cache-gb', 'map'] },
+    { name: 'experts 25 %', what: 'trunk pinned, expert cache 25 % of the pool, read direct', args: [...pinned, ...quarter] },
+    { name: 'trunk streamed', what: 'largest layer pinned, the rest through two ring slots, expert cache 25 %, read direct', args: ['--trunk-gb', GB(bySize[0] + 2 * bySize[1] + margin), ...quarter] },
+  ];
+  const common = ['--ids', ids, '--gen', String(gen), '--threads', String(THREADS), '--io-threads', String(IO_THREADS), '--reads', READS];
+  type Run = { generated_ids: number[]; seconds_per_token: number };
+  const once = (name: string, args: string[]): { run: Run; text: string } => {
+    const out = path.join(work, `pacing-${name.replace(/[^a-z0-9]+/g, '-')}.json`);
+    const text = k3([model, ...common, ...args, '--out', out]);
+    return { run: JSON.parse(fs.readFileSync(out, 'utf8')) as Run, text };
+  };
+  return budgets.map((b) => {
+    const serialRuns: number[] = [];
+    const specRuns: number[] = [];
+    let last = '';
+    let stats = { rounds: 0, drafted: 0, accepted: 0 };
+    let truth: number[] = [];
+    for (let pair = 0; pair < 2; pair++) {
+      const serial = once(`${b.name} serial`, [...b.args, '--incremental']);
+      truth = serial.run.generated_ids;
+      serialRuns.push(serial.run.seconds_per_token);
+      const material = [...ids.split(',').slice(-3).map(Number), ...truth].join(',');
+      const spec = once(`${b.name} spec`, [...b.args, '--spec', String(SPEC), '--context-ids', material, '--replay-acceptance', acceptanceRate.toFixed(3)]);
+      if (JSON.stringify(spec.run.generated_ids) !== JSON.stringify(truth)) throw new Error(`${b.name}: speculation changed the output`);
+      specRuns.push(spec.run.seconds_per_token);
+      last = /^spec: .*$/m.exec(spec.text)?.[0] ?? '';
+      const m = /^spec: (\d+) rounds, (\d+) drafted, (\d+) accepted/m.exec(spec.text);
+      if (m) stats = { rounds: Number(m[1]), drafted: Number(m[2]), accepted: Number(m[3]) };
+      console.log(`  pacing ${b.name}, pair ${pair + 1}: serial ${serial.run.seconds_per_token.toFixed(3)} s/token, --spec ${SPEC} ${spec.run.seconds_per_token.toFixed(3)} s/token; ${last}`);
+    }
+    const ratios = serialRuns.map((x, i) => x / specRuns[i]);
+    return { name: b.name, what: b.what, serial: serialRuns, spec: specRuns, speedup: median(ratios), drafted: stats.drafted, accepted: stats.accepted, passes: stats.rounds, tokens: gen, line: last };
+  });
+}
+const SPEC_ON_SLICE = process.env.K3_SCALE_SPEC ? process.env.K3_SCALE_SPEC !== '0' : DECODE;
+const pacing = SPEC_ON_SLICE ? measurePacing(acceptance) : null;
 
 // ---- tables ----------------------------------------------------------------------------------
 const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
@@ -573,7 +617,9 @@ for (const r of specRows) {
 }
 if (pacing) {
   console.log(`replay acceptance on code edits (K3 tokenizer, --spec ${SPEC}): ${replays.map((r) => `${r.workload} ${pct(r.acceptance)}`).join(', ')}; median ${pct(acceptance)}`);
-  console.log(`pacing on the slice (resident): serial ${pacing.serial.toFixed(3)} s/token, --spec ${SPEC} with the continuation as material ${pacing.spec.toFixed(3)} s/token (${(pacing.serial / pacing.spec).toFixed(2)}x); ${pacing.line}`);
+  console.log(`paced --spec ${SPEC} on the slice, drafts of the serial continuation replayed at ${pct(acceptance)} (same tokens as serial; two alternating pairs, median ratio):`);
+  for (const r of pacing)
+    console.log(`  ${r.name.padEnd(15)} serial ${r.serial.map((x) => x.toFixed(3)).join(' / ')} s/token, --spec ${SPEC} ${r.spec.map((x) => x.toFixed(3)).join(' / ')}: ${r.speedup.toFixed(2)}x; ${r.line}`);
 }
 
 if (prefillRows.length) {

@@ -69,6 +69,41 @@ for (const [kind, ids] of Object.entries(PROMPTS)) {
   });
 }
 
+test('--replay-acceptance A replays a drafter that lands A of its tokens: the drafts of the true continuation stop being accepted at the first coin that fails, and the output is serial decode\'s', () => {
+  const model = ensureFixture();
+  const ids = PROMPTS['non-repetitive text'];
+  const gen = 64;
+  const serial = generated(run([model, '--ids', ids, '--gen', String(gen), '--incremental']).stdout);
+  const material = `${ids.split(',').slice(-3).join(',')},${serial.join(',')}`;
+  const base = [model, '--ids', ids, '--gen', String(gen), '--spec', '8', '--spec-always', '--context-ids', material];
+  const rates: number[] = [];
+  for (const a of [0, 0.4, 0.8, 1]) {
+    const r = run([...base, '--replay-acceptance', String(a)]);
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(generated(r.stdout), serial, `--replay-acceptance ${a}`);
+    const st = specStats(r.stdout);
+    rates.push(st.accepted / st.drafted);
+    // Each round accepts a run of drafts, then (unless all landed) one spoiled token.
+    for (const round of specRounds(r.stdout)) {
+      const [drafted, accepted] = round.split('/').map(Number);
+      assert.ok(accepted <= drafted, round);
+    }
+  }
+  // 0 and 1: the switch off (the true continuation, every draft lands) and on at 1 agree.
+  assert.equal(rates[0], 1);
+  assert.equal(rates[3], 1);
+  // A drafter landing a of its tokens in turn accepts a run before the first miss: the share
+  // of drafted tokens accepted grows with a and stays below 1.
+  assert.ok(rates[1] < rates[2] && rates[2] < 1, `accepted shares ${rates.join(', ')}`);
+  assert.ok(rates[1] > 0.1 && rates[1] < 0.6, `at 0.4: ${rates[1]}`);
+  const bad = run([...base, '--replay-acceptance', '1.5']);
+  assert.notEqual(bad.status, 0);
+  assert.match(bad.stderr, /--replay-acceptance/);
+  const alone = run([model, '--ids', ids, '--gen', '4', '--replay-acceptance', '0.5']);
+  assert.notEqual(alone.status, 0);
+  assert.match(alone.stderr, /--replay-acceptance spoils --spec's drafts: it needs --spec N/);
+});
+
 /** Each verify pass's "drafted/accepted" counts, in order. */
 function specRounds(stdout: string): string[] {
   const m = /^spec rounds \(drafted\/accepted\):(.*)$/m.exec(stdout);

@@ -61,7 +61,8 @@ struct k3_context {
     int verify_logits_rows;
     /* generate.c's measured seconds of a serial step and of a verified position (0: not yet),
      * kept across k3_generate calls: they belong to the model, machine and thread count. */
-    double spec_step_seconds, spec_position_seconds;
+    double spec_step_seconds; /* generate.c's pacing: a serial step (0: not measured) */
+    double spec_extra_seconds; /* and what a drafted position adds (negative: not measured) */
 };
 
 /* Decodes ids[0..n) after the current sequence (see k3_decode), with argmax of every

@@ -56,6 +56,7 @@ k3_status k3_context_open(k3_model *km, const k3_context_params *params, k3_cont
     c->params = p;
     c->next = -1;
     c->checkpoint_limit = (size_t)256 << 20;
+    c->spec_extra_seconds = -1.0; /* not measured: generate.c probes it */
     c->impl = kernels_best();
     c->state.capacity = p.max_context;
     const long kda = forward_kda_state_floats(m), mla = forward_mla_cache_floats(m, p.max_context);

@@ -13,12 +13,13 @@
  *
  * Speculation must pay for itself. Where decode is memory-bound (the real model, experts
  * streamed) a verified position costs a fraction of a serial step; where the weights sit
- * in the CPU's cache (a small model) it costs about a whole one. So the wall-clock cost
- * of a serial step and of a verified position are measured as generation goes (and kept
- * in the context for the next call), and a draft is only as long as the expected
- * accepted run pays for. When nothing pays, drafting pauses for a doubling number of
- * steps; after a pause one round at the drafter's own length measures again, unless even
- * perfect drafts could not pay. (spec_always turns this off.) Only the speed depends on it: which steps draft never
+ * in the CPU's cache (a small model) it costs about a whole one, and where each position
+ * brings experts to read from disk more than one. So the wall-clock cost of a serial step
+ * and what each drafted position adds to it are measured as generation goes (and kept in
+ * the context for the next call): a serial step first, then one round at the drafter's
+ * length; a draft is only as long as the expected accepted run pays for. When nothing
+ * pays, drafting pauses for a doubling number of steps; after a pause one round at the
+ * drafter's own length measures again, unless even perfect drafts could not pay. (spec_always turns this off.) Only the speed depends on it: which steps draft never
  * changes the output. */
 #include <stdlib.h>
 #include <string.h>
@@ -31,10 +32,11 @@
 #define SPEC_MAX 16
 #define PACE_MAX_PAUSE 64
 
-/* Measured costs (0 until measured) and the pause they set. */
+/* Measured costs and the pause they set. */
 typedef struct {
-    double step;     /* seconds of a serial one-token pass */
-    double position; /* seconds per position of a verify pass */
+    double step;     /* seconds of a serial one-token pass (0: not measured yet) */
+    double extra;    /* seconds each drafted position adds to a verify pass over a serial
+                        step (negative: not measured yet) */
     int pause, skip; /* length of the last pause, and serial steps left in it */
 } pace;
 
@@ -63,17 +65,19 @@ static double blend(double avg, double x) {
 
 /* The draft length (0..max) that maximises expected tokens per second when each drafted
  * token is accepted with probability a: a round of n drafts emits 1 + a + .. + a^n tokens
- * and costs n + 1 verified positions (their measured cost includes cutting a partial
- * acceptance back, which reads no weights). */
+ * and costs a serial step plus n drafted positions (their measured cost includes cutting
+ * a partial acceptance back, which reads no weights). The step is what a pass pays once
+ * whatever its width (a streamed trunk, the lm_head's bytes), a drafted position what it
+ * adds (its compute, the experts it alone routes to). */
 static int pace_length(const pace *p, double a, int max) {
-    const double r = p->position / p->step; /* a verified position, in serial steps */
+    const double r = p->extra / p->step; /* a drafted position, in serial steps */
     int best = 0;
     double best_rate = 1.0; /* serial decode: one token per step */
     double tokens = 1.0, an = 1.0;
     for (int n = 1; n <= max; n++) {
         an *= a;
         tokens += an;
-        const double cost = r * (n + 1);
+        const double cost = 1.0 + r * n;
         if (tokens / cost > best_rate) {
             best_rate = tokens / cost;
             best = n;
@@ -82,15 +86,18 @@ static int pace_length(const pace *p, double a, int max) {
     return best;
 }
 
-/* How many drafts to allow this step: max while costs are unknown, 0 during a pause,
- * else what pace_length() finds worth it; when a pause ends, one probe at max if perfect
- * drafts could pay (the acceptance estimate may be stale, the costs are not). */
+/* How many drafts to allow this step: none until a serial step is measured, then max
+ * until a verify pass is, 0 during a pause, else what pace_length() finds worth it; when a
+ * pause ends, one probe at max if perfect drafts could pay (the acceptance estimate may be
+ * stale, the costs are not). */
 static int pace_allow(pace *p, double acceptance, int max) {
     if (p->skip > 0) {
         p->skip--;
         return 0;
     }
-    if (p->step <= 0 || p->position <= 0)
+    if (p->step <= 0)
+        return 0;
+    if (p->extra < 0)
         return max;
     if (p->pause > 0 && pace_length(p, 1.0, max) > 0) {
         p->pause = 0; /* the probe */
@@ -210,7 +217,7 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
     k3_status s = K3_OK;
     if (heal_active(&r.h) && (s = heal_next(&r, 0, c->last_logits, &pending)) != K3_OK)
         return s;
-    pace pc = {c->spec_step_seconds, c->spec_position_seconds, 0, 0};
+    pace pc = {c->spec_step_seconds, c->spec_extra_seconds, 0, 0};
     uint64_t replay_seed = 0x6b33u; /* the same coins every call */
     draft *d = NULL;
     if (params->spec_max > 0) {
@@ -298,14 +305,16 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
         const double t1 = io_now();
         context_verify_keep(c, ended ? used : 1 + used);
         seconds += io_now() - t1;
-        pc.position = blend(pc.position, seconds / (n_draft + 1));
+        /* What the drafts added to a serial step (a step measured before this pass). */
+        const double extra = pc.step > 0 ? (seconds - pc.step) / n_draft : 0.0;
+        pc.extra = pc.extra >= 0 ? 0.7 * pc.extra + 0.3 * (extra > 0 ? extra : 0.0) : (extra > 0 ? extra : 0.0);
         if (ended)
             break;
         pending = verdict[accepted];
     }
 done:
     c->spec_step_seconds = pc.step;
-    c->spec_position_seconds = pc.position;
+    c->spec_extra_seconds = pc.extra;
     draft_free(d);
     return s;
 }

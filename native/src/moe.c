@@ -127,8 +127,31 @@ static void accumulate(const int *sel, const float *weight, int K, int e, const 
     }
 }
 
-k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const float *x, int n, float *out, int *selected,
-                      float *scratch, const kernels_impl *impl, threads *pool, k3_error *err) {
+/* The next layer's likely experts for the n tokens of h: its norm, its router and its
+ * top-k rule per token, the union ascending in list; returns the count. Uses xn (n, d),
+ * logits (n, E), sel (n, K), weight (n, K), score (E) and seen (E) as scratch. */
+static int guess_next(const moe_dims *dm, const moe_next *next, int n, float *xn, float *logits, int *sel,
+                      float *weight, float *score, int *seen, int *list, const kernels_impl *impl, threads *pool) {
+    const int d = dm->hidden, E = dm->n_experts, K = dm->top_k;
+    for (int t = 0; t < n; t++)
+        ops_rmsnorm(next->h + (long)t * d, next->norm, d, dm->norm_eps, xn + (long)t * d);
+    kernels_matmul(impl, &next->w->router, xn, d, n, logits, E, pool);
+    memset(seen, 0, sizeof(int) * (size_t)E);
+    for (int t = 0; t < n; t++) {
+        route(dm, logits + (long)t * E, next->w->router_bias, sel, weight, score);
+        for (int k = 0; k < K; k++)
+            seen[sel[k]] = 1;
+    }
+    int count = 0;
+    for (int e = 0; e < E; e++)
+        if (seen[e])
+            list[count++] = e;
+    return count;
+}
+
+k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const moe_next *next, const float *x, int n,
+                      float *out, int *selected, float *scratch, const kernels_impl *impl, threads *pool,
+                      k3_error *err) {
     const int d = dm->hidden, E = dm->n_experts, K = dm->top_k, Lt = dm->latent;
     float *logits = scratch;                 /* (n, E) */
     float *z = logits + (long)n * E;         /* (n, latent) routed input */
@@ -164,6 +187,12 @@ k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const float *x, 
         if (FAULT_CATCH(&batch)) {
             expert_cache_end(w->cache);
             fault_escape(batch.addr);
+        }
+        /* The guess, in regions written later (up, logits, members, ze, fill, first), so
+         * nothing it leaves behind is read: logits are done with, the rest not yet filled. */
+        if (next && next->w) {
+            const int g = guess_next(dm, next, n, up, logits, members, ze, score, fill, first, impl, pool);
+            expert_cache_prefetch(w->cache, next->w->cache_layer, first, g);
         }
     }
 

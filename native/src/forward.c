@@ -269,9 +269,12 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
         /* FFN site: sees this layer's attention output. */
         site_inputs(&r, m->attn_res_block == 0 ? NULL : ly->mlp_res_query, ly->post_norm, 0, h, x, pool);
         observe(st, &m->layers[l], K3_SITE_FFN_INPUT, l, start, n, d, h, NULL);
-        /* The next MoE layer's experts are guessed from this site's mix h (see moe.h). */
+        /* The next MoE layer's router input, guessed: its FFN-site mix and norm of the
+         * residuals as they stand now, into a (free until the channel mixer writes it). */
         const model_layer *after = ly->is_moe ? next_router(m, l) : NULL;
-        const moe_next guess = {after ? &after->moe : NULL, after ? after->post_norm : NULL, h};
+        if (after)
+            site_inputs(&r, m->attn_res_block == 0 ? NULL : after->mlp_res_query, after->post_norm, 0, a, a, pool);
+        const moe_next guess = {after ? &after->moe : NULL, a};
         const k3_status s = channel_mixer(m, ly, after ? &guess : NULL, x, n, a, st->observe ? selected : NULL,
                                           mix_scratch, impl, pool, err);
         if (m->trunk) {

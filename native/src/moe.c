@@ -127,15 +127,13 @@ static void accumulate(const int *sel, const float *weight, int K, int e, const 
     }
 }
 
-/* The next layer's likely experts for the n tokens of h: its norm, its router and its
- * top-k rule per token, the union ascending in list; returns the count. Uses xn (n, d),
- * logits (n, E), sel (n, K), weight (n, K), score (E) and seen (E) as scratch. */
-static int guess_next(const moe_dims *dm, const moe_next *next, int n, float *xn, float *logits, int *sel,
-                      float *weight, float *score, int *seen, int *list, const kernels_impl *impl, threads *pool) {
+/* The next layer's likely experts for the n tokens of next->x: its router and its top-k
+ * rule per token, the union ascending in list; returns the count. Uses logits (n, E),
+ * sel (K), weight (K), score (E) and seen (E) as scratch. */
+static int guess_next(const moe_dims *dm, const moe_next *next, int n, float *logits, int *sel, float *weight,
+                      float *score, int *seen, int *list, const kernels_impl *impl, threads *pool) {
     const int d = dm->hidden, E = dm->n_experts, K = dm->top_k;
-    for (int t = 0; t < n; t++)
-        ops_rmsnorm(next->h + (long)t * d, next->norm, d, dm->norm_eps, xn + (long)t * d);
-    kernels_matmul(impl, &next->w->router, xn, d, n, logits, E, pool);
+    kernels_matmul(impl, &next->w->router, next->x, d, n, logits, E, pool);
     memset(seen, 0, sizeof(int) * (size_t)E);
     for (int t = 0; t < n; t++) {
         route(dm, logits + (long)t * E, next->w->router_bias, sel, weight, score);
@@ -188,10 +186,10 @@ k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const moe_next *
             expert_cache_end(w->cache);
             fault_escape(batch.addr);
         }
-        /* The guess, in regions written later (up, logits, members, ze, fill, first), so
+        /* The guess, in regions written later (logits, members, ze, fill, first), so
          * nothing it leaves behind is read: logits are done with, the rest not yet filled. */
         if (next && next->w) {
-            const int g = guess_next(dm, next, n, up, logits, members, ze, score, fill, first, impl, pool);
+            const int g = guess_next(dm, next, n, logits, members, ze, score, fill, first, impl, pool);
             expert_cache_prefetch(w->cache, next->w->cache_layer, first, g);
         }
     }

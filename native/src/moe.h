@@ -51,13 +51,12 @@ typedef struct moe_weights {
 } moe_weights;
 
 /* The next MoE layer's router, to guess its experts early (expert_cache_prefetch): its
- * weights (router and correction bias; they must be in memory now, not streamed) and the
- * gamma of its FFN-site norm. The guess applies that norm to this layer's FFN-site residual
- * mix h (n, d), and that router's top-k rule to the result. */
+ * weights (router and correction bias; they must be in memory now, not streamed) and a
+ * stand-in for its input, built by the caller from what it has now. The guess applies that
+ * router's top-k rule to x. */
 typedef struct moe_next {
     const moe_weights *w;
-    const float *norm; /* (d) */
-    const float *h;    /* (n, d) */
+    const float *x; /* (n, d) */
 } moe_next;
 
 /* Scratch floats for moe_mlp_forward / moe_forward with n tokens. */

@@ -18,6 +18,10 @@
  * file. What the pass held is let go on the way: the borrowed trunk layer here, an
  * expert-cache batch in moe.c, the pool's loop in threads.c, the stream lock below.
  *
+ * With early expert reads on (k3_model_params.expert_prefetch), each MoE layer whose next
+ * MoE layer is in memory also hands moe.c a guess of that layer's router input (moe_next),
+ * from which the cache reads the experts it picks ahead; nothing computed depends on it.
+ *
  * An observer (k3_context_observe) is shown each site's values as they are computed; it
  * reads them and changes nothing. */
 #include "forward.h"

@@ -435,6 +435,12 @@ struct k3_model_params {
     int reads;                  /* k3_reads (default K3_READS_AUTO) */
     long fault_expert_read;     /* tests only: the n-th expert read fails as if the shard ended
                                    there (0: never, default) */
+    int expert_prefetch;        /* 1: with an expert cache, each MoE layer's router pass also
+                                   applies the next MoE layer's router (when that layer is
+                                   mapped or pinned) to the current residual mix and reads the
+                                   experts it picks early, once this layer's reads are under
+                                   way, into cold slots only; never changes which experts
+                                   compute or a bit of output. 0: off (default) */
     /* May be NULL (default). Called on the opening thread while k3_model_open reads the
      * pinned trunk layers (phase "trunk", bytes done of total, after each layer); a nonzero
      * return cancels the open: K3_ERR_CANCELLED, nothing kept. */
@@ -609,6 +615,13 @@ typedef struct k3_memory_counters {
     uint64_t expert_bytes_read;
     double expert_read_seconds;  /* summed over reader threads: time inside pread */
     double expert_wait_seconds;  /* time forward passes waited for expert reads */
+    uint64_t expert_guesses;     /* experts guessed early for the next MoE layer (expert_prefetch) */
+    uint64_t expert_guesses_routed; /* of those, routed to by that layer: the guess's hit rate */
+    uint64_t expert_early_reads; /* reads started from a guess (also in expert_reads) */
+    uint64_t expert_early_bytes; /* (also in expert_bytes_read) */
+    uint64_t expert_early_used;  /* early reads a pass then used before they were evicted */
+    double expert_early_used_seconds; /* reader time of those reads: taken off the passes'
+                                         path, an upper bound on the wait they saved */
     uint64_t trunk_layer_reads;  /* streamed layers read into the ring */
     uint64_t trunk_bytes_read;   /* their bytes, plus embedding rows */
     double trunk_read_seconds;   /* reader time inside pread */

@@ -40,6 +40,9 @@ typedef struct ec_slot {
     uint64_t loaded_job; /* the job whose read filled it */
     uint64_t wanted_job; /* a job that will ask for it (set at begin) */
     int wanted_index;    /* its item index in that job */
+    int early;           /* filled (or being filled) by an early read no job has asked for yet */
+    int early_claimed;   /* a job asked for it while the early read was in flight */
+    double early_seconds; /* the early read's time inside pread, until a job asks for it */
 } ec_slot;
 
 struct expert_cache {
@@ -70,6 +73,13 @@ struct expert_cache {
     int job_failed;
     char job_detail[K3_ERROR_DETAIL_MAX];
 
+    /* early reads: the pending guesses (read in order) and the last guess, for its hit rate */
+    int hint_layer, hint_n, hint_next;
+    int *hint_experts;      /* (n_experts) */
+    int guess_layer, guess_n;
+    int *guess_experts;     /* (n_experts) ascending */
+    int early_in_flight;
+
     long fault_read;
     uint64_t reads_started;
     int direct;             /* read around the page cache (shards' direct_fd), until refused */
@@ -85,7 +95,7 @@ struct expert_cache {
 uint64_t expert_cache_table_bytes(int n_moe_layers, int n_experts) {
     const uint64_t n = (uint64_t)n_moe_layers * (uint64_t)n_experts;
     /* expert records, one extent each in the usual layout, the slot map, the job arrays */
-    return n * (sizeof(ec_expert) + sizeof(ec_extent) + sizeof(int32_t)) + 2u * sizeof(int) * (uint64_t)n_experts;
+    return n * (sizeof(ec_expert) + sizeof(ec_extent) + sizeof(int32_t)) + 4u * sizeof(int) * (uint64_t)n_experts;
 }
 
 k3_status expert_cache_new(const st_set *set, int n_moe_layers, int n_experts, expert_cache **out, k3_error *err) {
@@ -101,8 +111,11 @@ k3_status expert_cache_new(const st_set *set, int n_moe_layers, int n_experts, e
         ec->slot_of = malloc((n + 1) * sizeof *ec->slot_of);
         ec->job_experts = calloc((size_t)n_experts + 1, sizeof *ec->job_experts);
         ec->job_slot = calloc((size_t)n_experts + 1, sizeof *ec->job_slot);
+        ec->hint_experts = calloc((size_t)n_experts + 1, sizeof *ec->hint_experts);
+        ec->guess_experts = calloc((size_t)n_experts + 1, sizeof *ec->guess_experts);
     }
-    if (!ec || !ec->layer_of || !ec->experts || !ec->slot_of || !ec->job_experts || !ec->job_slot) {
+    if (!ec || !ec->layer_of || !ec->experts || !ec->slot_of || !ec->job_experts || !ec->job_slot ||
+        !ec->hint_experts || !ec->guess_experts) {
         expert_cache_free(ec);
         return error_set(err, K3_ERR_OUT_OF_MEMORY, "expert cache: out of memory for the table of %d x %d experts",
                          n_moe_layers, n_experts);
@@ -232,6 +245,25 @@ static int pick_victim(expert_cache *ec) {
     return best >= 0 ? best : best_wanted;
 }
 
+/* The slot an early read may take: an empty one, else the least recently used unpinned one
+ * that holds no early read a job has yet to ask for. -1: none (the guess is dropped). */
+static int pick_early_victim(const expert_cache *ec) {
+    int best = -1;
+    uint64_t best_use = UINT64_MAX;
+    for (int s = 0; s < ec->n_slots; s++) {
+        const ec_slot *sl = &ec->slots[s];
+        if (sl->pins || sl->early)
+            continue;
+        if (sl->key < 0)
+            return s;
+        if (sl->last_use < best_use) {
+            best_use = sl->last_use;
+            best = s;
+        }
+    }
+    return best;
+}
+
 /* Reads expert `key` into slot s: through bounce and the shards' O_DIRECT descriptors
  * when bounce is given, else through the page cache. Returns 0, or -1 with *detail filled.
  * *direct_bytes gets the bytes read around the page cache; *refused is set when the file
@@ -261,16 +293,124 @@ static int read_expert(expert_cache *ec, int key, uint8_t *slot, int inject, voi
     return 0;
 }
 
+/* Gives slot s to expert key, evicting what it held; the caller holds the lock. */
+static void take_slot(expert_cache *ec, int s, int key) {
+    ec_slot *sl = &ec->slots[s];
+    if (sl->key >= 0) {
+        ec->slot_of[sl->key] = -1;
+        ec->counters.evictions++;
+    }
+    sl->key = key;
+    sl->state = SLOT_LOADING;
+    sl->pins = 1;
+    sl->wanted_job = 0;
+    sl->early = 0;
+    sl->early_claimed = 0;
+    ec->slot_of[key] = s;
+}
+
+/* Reads expert key into slot s with the lock released around the read, and counts it.
+ * Returns 1 when it failed (detail filled). The caller holds the lock. */
+static int fill_slot(expert_cache *ec, int s, int key, void *bounce, char *detail, size_t size, double *seconds,
+                     uint64_t *got) {
+    const int inject = ec->fault_read > 0 && (long)++ec->reads_started == ec->fault_read;
+    int refused = !ec->direct;
+    pthread_mutex_unlock(&ec->lock);
+    uint64_t bytes, direct_bytes;
+    const double t0 = io_now();
+    const int bad =
+        read_expert(ec, key, ec->slots[s].data, inject, bounce, detail, size, &bytes, &direct_bytes, &refused);
+    const double t1 = io_now();
+    pthread_mutex_lock(&ec->lock);
+    if (refused)
+        ec->direct = 0;
+    ec->counters.reads++;
+    ec->counters.bytes_read += bytes;
+    ec->counters.direct_bytes += direct_bytes;
+    ec->counters.read_seconds += t1 - t0;
+    *seconds = t1 - t0;
+    *got = bytes;
+    return bad;
+}
+
+static int job_work(const expert_cache *ec) {
+    return ec->job_active && !ec->job_failed && ec->job_next < ec->job_n;
+}
+
+/* Ends a job's read of slot s (bad: it failed, with detail); the caller holds the lock. */
+static void job_read_done(expert_cache *ec, ec_slot *sl, uint64_t job, int bad, const char *detail) {
+    sl->loaded_job = job;
+    sl->state = bad ? SLOT_FAILED : SLOT_READY;
+    if (bad && !ec->job_failed) {
+        ec->job_failed = 1;
+        snprintf(ec->job_detail, sizeof ec->job_detail, "%s", detail);
+    }
+    ec->in_flight--;
+    pthread_cond_broadcast(&ec->consumer_cv);
+}
+
+/* One guessed expert: read into a cold slot unless it is cached or loading already. An
+ * early read that fails is forgotten, unless a job took the slot while it was in flight:
+ * then it is read again at once as that job's read. */
+static void read_early(expert_cache *ec, void *bounce) {
+    const int key = ec->hint_layer * ec->n_experts + ec->hint_experts[ec->hint_next++];
+    const int s = ec->slot_of[key] >= 0 ? -1 : pick_early_victim(ec);
+    if (s < 0) {
+        if (ec->slot_of[key] < 0)
+            ec->hint_n = ec->hint_next = 0; /* nowhere cold: the rest would evict what is wanted */
+        pthread_cond_broadcast(&ec->consumer_cv); /* expert_cache_wait_early */
+        return;
+    }
+    ec_slot *sl = &ec->slots[s];
+    take_slot(ec, s, key);
+    sl->early = 1;
+    ec->early_in_flight++;
+    char detail[K3_ERROR_DETAIL_MAX];
+    double seconds;
+    uint64_t bytes;
+    const int bad = fill_slot(ec, s, key, bounce, detail, sizeof detail, &seconds, &bytes);
+    ec->counters.early_reads++;
+    ec->counters.early_bytes += bytes;
+    sl->pins--; /* the reader's own */
+    sl->early_seconds = seconds;
+    if (sl->early_claimed && !bad)
+        ec->counters.early_used_seconds += seconds;
+    sl->early_claimed = 0;
+    if (bad && sl->pins > 0) {
+        /* A job waits on it: its own read, counted in flight so expert_cache_end waits. */
+        const uint64_t job = ec->job_id;
+        ec->in_flight++;
+        const int again = fill_slot(ec, s, key, bounce, detail, sizeof detail, &seconds, &bytes);
+        job_read_done(ec, sl, job, again, detail);
+    } else if (bad) {
+        ec->slot_of[key] = -1;
+        sl->key = -1;
+        sl->state = SLOT_EMPTY;
+        sl->early = 0;
+    } else {
+        sl->state = SLOT_READY;
+        sl->last_use = ++ec->clock; /* fresh: the next layer's misses evict older slots first */
+        sl->loaded_job = ec->job_id;
+    }
+    ec->early_in_flight--;
+    pthread_cond_broadcast(&ec->consumer_cv);
+    pthread_cond_broadcast(&ec->reader_cv);
+}
+
 static void *reader_main(void *arg) {
     expert_cache *ec = arg;
     /* Each reader its own bounce buffer; without one it reads through the page cache. */
     void *bounce = ec->direct ? io_bounce_alloc() : NULL;
     pthread_mutex_lock(&ec->lock);
     for (;;) {
-        while (!ec->stop && !(ec->job_active && !ec->job_failed && ec->job_next < ec->job_n))
+        while (!ec->stop && !job_work(ec) && ec->hint_next >= ec->hint_n)
             pthread_cond_wait(&ec->reader_cv, &ec->lock);
         if (ec->stop)
             break;
+        if (!job_work(ec)) {
+            read_early(ec, bounce);
+            continue;
+        }
         const int i = ec->job_next;
         const int key = ec->job_layer * ec->n_experts + ec->job_experts[i];
         int s = ec->slot_of[key];
@@ -279,8 +419,16 @@ static void *reader_main(void *arg) {
             sl->pins++;
             ec->job_slot[i] = s;
             ec->job_next++;
-            if (sl->state == SLOT_READY && sl->loaded_job < ec->job_id)
+            if (sl->early) {
+                sl->early = 0;
+                ec->counters.early_used++;
+                if (sl->state == SLOT_LOADING)
+                    sl->early_claimed = 1; /* its time is counted when the read ends */
+                else
+                    ec->counters.early_used_seconds += sl->early_seconds;
+            } else if (sl->state == SLOT_READY && sl->loaded_job < ec->job_id) {
                 ec->counters.retained++;
+            }
             pthread_cond_broadcast(&ec->consumer_cv);
             continue;
         }
@@ -290,45 +438,16 @@ static void *reader_main(void *arg) {
             continue;
         }
         ec_slot *sl = &ec->slots[s];
-        if (sl->key >= 0) {
-            ec->slot_of[sl->key] = -1;
-            ec->counters.evictions++;
-        }
-        sl->key = key;
-        sl->state = SLOT_LOADING;
-        sl->pins = 1;
-        sl->wanted_job = 0;
-        ec->slot_of[key] = s;
+        take_slot(ec, s, key);
         ec->job_slot[i] = s;
         ec->job_next++;
         ec->in_flight++;
-        const int inject = ec->fault_read > 0 && (long)++ec->reads_started == ec->fault_read;
         const uint64_t job = ec->job_id;
-        int refused = !ec->direct;
-        pthread_mutex_unlock(&ec->lock);
-
         char detail[K3_ERROR_DETAIL_MAX];
-        uint64_t bytes, direct_bytes;
-        const double t0 = io_now();
-        const int bad =
-            read_expert(ec, key, sl->data, inject, bounce, detail, sizeof detail, &bytes, &direct_bytes, &refused);
-        const double t1 = io_now();
-
-        pthread_mutex_lock(&ec->lock);
-        if (refused)
-            ec->direct = 0;
-        ec->counters.reads++;
-        ec->counters.bytes_read += bytes;
-        ec->counters.direct_bytes += direct_bytes;
-        ec->counters.read_seconds += t1 - t0;
-        sl->loaded_job = job;
-        sl->state = bad ? SLOT_FAILED : SLOT_READY;
-        if (bad && !ec->job_failed) {
-            ec->job_failed = 1;
-            memcpy(ec->job_detail, detail, sizeof detail);
-        }
-        ec->in_flight--;
-        pthread_cond_broadcast(&ec->consumer_cv);
+        double seconds;
+        uint64_t bytes;
+        const int bad = fill_slot(ec, s, key, bounce, detail, sizeof detail, &seconds, &bytes);
+        job_read_done(ec, sl, job, bad, detail);
     }
     pthread_mutex_unlock(&ec->lock);
     io_bounce_free(bounce);
@@ -385,6 +504,8 @@ void expert_cache_free(expert_cache *ec) {
     free(ec->slot_of);
     free(ec->job_experts);
     free(ec->job_slot);
+    free(ec->hint_experts);
+    free(ec->guess_experts);
     free(ec);
 }
 
@@ -397,6 +518,23 @@ void expert_cache_begin(expert_cache *ec, int moe_layer, const int *experts, int
     ec->job_consumed = 0;
     ec->job_failed = 0;
     ec->job_detail[0] = '\0';
+    /* The job names what it needs: guesses not yet started are dropped; the last guess for
+     * this layer is scored against it (both lists ascending). */
+    ec->hint_n = ec->hint_next = 0;
+    if (ec->guess_layer == moe_layer && ec->guess_n > 0) {
+        for (int i = 0, j = 0; i < n && j < ec->guess_n;) {
+            if (experts[i] == ec->guess_experts[j]) {
+                ec->counters.guesses_routed++;
+                i++;
+                j++;
+            } else if (experts[i] < ec->guess_experts[j]) {
+                i++;
+            } else {
+                j++;
+            }
+        }
+    }
+    ec->guess_n = 0;
     for (int i = 0; i < n; i++) {
         ec->job_experts[i] = experts[i];
         ec->job_slot[i] = -1;
@@ -409,6 +547,31 @@ void expert_cache_begin(expert_cache *ec, int moe_layer, const int *experts, int
     ec->counters.requests += (uint64_t)n;
     ec->job_active = 1;
     pthread_cond_broadcast(&ec->reader_cv);
+    pthread_mutex_unlock(&ec->lock);
+}
+
+void expert_cache_prefetch(expert_cache *ec, int moe_layer, const int *experts, int n) {
+    pthread_mutex_lock(&ec->lock);
+    ec->counters.guesses += (uint64_t)n;
+    ec->guess_layer = moe_layer;
+    ec->guess_n = n;
+    memcpy(ec->guess_experts, experts, sizeof(int) * (size_t)n);
+    /* No more early reads than the slots the current job does not hold. */
+    const int cap = ec->n_slots - (ec->job_active ? ec->job_n : 0);
+    ec->hint_layer = moe_layer;
+    ec->hint_n = 0;
+    ec->hint_next = 0;
+    for (int i = 0; i < n && ec->hint_n < cap; i++)
+        if (ec->slot_of[moe_layer * ec->n_experts + experts[i]] < 0)
+            ec->hint_experts[ec->hint_n++] = experts[i];
+    pthread_cond_broadcast(&ec->reader_cv);
+    pthread_mutex_unlock(&ec->lock);
+}
+
+void expert_cache_wait_early(expert_cache *ec) {
+    pthread_mutex_lock(&ec->lock);
+    while (ec->hint_next < ec->hint_n || ec->early_in_flight > 0)
+        pthread_cond_wait(&ec->consumer_cv, &ec->lock);
     pthread_mutex_unlock(&ec->lock);
 }
 

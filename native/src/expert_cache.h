@@ -13,8 +13,18 @@
  * use. Because acquisition and use follow one order, the pinned slots always form a window
  * of that list, so any number of slots >= 1 makes progress (the plan requires top_k).
  *
+ * Early reads (expert_cache_prefetch): while a job runs, the caller may name the experts it
+ * guesses the next layer will ask for. The readers take them only when the current job has
+ * nothing left to acquire, so they never delay its reads or take a slot it holds; an early
+ * read goes into an empty slot or the least recently used unpinned one that holds no other
+ * early read not yet asked for, and the guesses are capped at the slots the current job
+ * does not hold. A guess only warms the cache: which experts a job computes, and their
+ * bytes, are whatever the job names. A wrong guess costs one wasted read.
+ *
  * A failed read is never skipped: every later expert_cache_get of the job returns
  * K3_ERR_EXPERT_READ with a detail naming the expert, its layer, the file and the offset.
+ * A failed early read is forgotten (its slot emptied), and the expert is read again when a
+ * job asks for it; if a job already waits on it, it is read again at once as that job's.
  * The cache does no arithmetic and does not decide the summation order (moe.c does).
  *
  * Threading: one job at a time (the model serialises forward passes when it streams); the
@@ -40,6 +50,14 @@ typedef struct expert_cache_counters {
     uint64_t direct_bytes; /* of those, read around the page cache (O_DIRECT) */
     double read_seconds;   /* summed over reader threads: time inside pread */
     double wait_seconds;   /* time the caller blocked in expert_cache_get */
+    /* Early reads (expert_cache_prefetch); their reads and bytes are also in the above. */
+    uint64_t guesses;         /* experts named by expert_cache_prefetch */
+    uint64_t guesses_routed;  /* of those, asked for by the next job of that layer */
+    uint64_t early_reads;     /* reads started from a guess */
+    uint64_t early_bytes;     /* bytes those reads brought in */
+    uint64_t early_used;      /* early reads a job then asked for before they were evicted */
+    double early_used_seconds; /* reader time inside pread of those: read time taken off the
+                                  caller's path, an upper bound on the wait they saved */
 } expert_cache_counters;
 
 /* An empty table for n_moe_layers x n_experts experts stored in `set`. */
@@ -75,6 +93,16 @@ void expert_cache_free(expert_cache *ec);
 
 /* Starts a job: experts (n, ascending, distinct) of moe layer `moe_layer`. */
 void expert_cache_begin(expert_cache *ec, int moe_layer, const int *experts, int n);
+
+/* Guesses that the next job of moe layer `moe_layer` will ask for experts (n, ascending,
+ * distinct), most likely first among equals by ascending order: reads the ones not cached
+ * once the current job's are all under way (see the top of this file). A later call, or
+ * the next expert_cache_begin, drops the guesses not yet started. */
+void expert_cache_prefetch(expert_cache *ec, int moe_layer, const int *experts, int n);
+
+/* Waits until every guess not dropped has been read or dropped (for tests: what an early
+ * read leaves behind is then fixed). */
+void expert_cache_wait_early(expert_cache *ec);
 
 /* The weights of item i of the job (items are taken in order 0, 1, ...), valid until
  * expert_cache_release(i). K3_ERR_EXPERT_READ when any read of the job failed. */

@@ -18,6 +18,10 @@
  * file. What the pass held is let go on the way: the borrowed trunk layer here, an
  * expert-cache batch in moe.c, the pool's loop in threads.c, the stream lock below.
  *
+ * With early expert reads on (k3_model_params.expert_prefetch), each MoE layer whose next
+ * MoE layer is in memory also hands moe.c a guess of that layer's router input (moe_next),
+ * from which the cache reads the experts it picks ahead; nothing computed depends on it.
+ *
  * An observer (k3_context_observe) is shown each site's values as they are computed; it
  * reads them and changes nothing. */
 #include "forward.h"
@@ -195,10 +199,23 @@ static void token_mixer(const model *m, const model_layer *ly, forward_state *st
     }
 }
 
-static k3_status channel_mixer(const model *m, const model_layer *ly, const float *x, int n, float *out,
-                               int *selected, float *scratch, const kernels_impl *impl, threads *pool, k3_error *err) {
+/* The next MoE layer after l, when early expert reads are on and its router and FFN norm
+ * are in memory without waiting (a mapped or pinned layer; a streamed one is not guessed
+ * from: acquiring it early would stall the ring); else NULL. */
+static const model_layer *next_router(const model *m, int l) {
+    if (!m->cache || !m->params.expert_prefetch)
+        return NULL;
+    for (int j = l + 1; j < m->n_layers; j++)
+        if (m->layers[j].is_moe)
+            return m->trunk ? trunk_pinned(m->trunk, j) : &m->layers[j];
+    return NULL;
+}
+
+static k3_status channel_mixer(const model *m, const model_layer *ly, const moe_next *next, const float *x, int n,
+                               float *out, int *selected, float *scratch, const kernels_impl *impl, threads *pool,
+                               k3_error *err) {
     if (ly->is_moe)
-        return moe_forward(&m->moe, &ly->moe, x, n, out, selected, scratch, impl, pool, err);
+        return moe_forward(&m->moe, &ly->moe, next, x, n, out, selected, scratch, impl, pool, err);
     moe_mlp_forward(&ly->dense, m->hidden, m->dense_inter, m->moe.situ_beta, m->moe.situ_linear_beta, x, n, out,
                     scratch, impl, pool);
     return K3_OK;
@@ -256,7 +273,14 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
         /* FFN site: sees this layer's attention output. */
         site_inputs(&r, m->attn_res_block == 0 ? NULL : ly->mlp_res_query, ly->post_norm, 0, h, x, pool);
         observe(st, &m->layers[l], K3_SITE_FFN_INPUT, l, start, n, d, h, NULL);
-        const k3_status s = channel_mixer(m, ly, x, n, a, st->observe ? selected : NULL, mix_scratch, impl, pool, err);
+        /* The next MoE layer's router input, guessed: its FFN-site mix and norm of the
+         * residuals as they stand now, into a (free until the channel mixer writes it). */
+        const model_layer *after = ly->is_moe ? next_router(m, l) : NULL;
+        if (after)
+            site_inputs(&r, m->attn_res_block == 0 ? NULL : after->mlp_res_query, after->post_norm, 0, a, a, pool);
+        const moe_next guess = {after ? &after->moe : NULL, a};
+        const k3_status s = channel_mixer(m, ly, after ? &guess : NULL, x, n, a, st->observe ? selected : NULL,
+                                          mix_scratch, impl, pool, err);
         if (m->trunk) {
             fault_disarm(&held);
             trunk_release(m->trunk, l);

@@ -20,17 +20,18 @@ void k3_model_params_default(k3_model_params *p) {
     p->io_threads = 2;
     p->reads = K3_READS_AUTO;
     p->fault_expert_read = 0;
+    p->expert_prefetch = 0;
     p->progress = NULL;
     p->progress_user = NULL;
 }
 
 static k3_status check_params(const k3_model_params *p, k3_error *err) {
     if (p && (p->io_threads < 1 || p->io_threads > 16 || p->fault_expert_read < 0 || p->reads < K3_READS_AUTO ||
-              p->reads > K3_READS_BUFFERED))
+              p->reads > K3_READS_BUFFERED || p->expert_prefetch < 0 || p->expert_prefetch > 1))
         return error_set(err, K3_ERR_INVALID_ARGUMENT,
                          "model parameters: io_threads %d (1..16), reads %d (0 auto, 1 direct, 2 buffered), "
-                         "fault_expert_read %ld",
-                         p->io_threads, p->reads, p->fault_expert_read);
+                         "fault_expert_read %ld, expert_prefetch %d (0 or 1)",
+                         p->io_threads, p->reads, p->fault_expert_read, p->expert_prefetch);
     return K3_OK;
 }
 
@@ -348,6 +349,12 @@ void k3_model_memory_counters(const k3_model *km, k3_memory_counters *out) {
         out->direct_bytes_read += c.direct_bytes;
         out->expert_read_seconds = c.read_seconds;
         out->expert_wait_seconds = c.wait_seconds;
+        out->expert_guesses = c.guesses;
+        out->expert_guesses_routed = c.guesses_routed;
+        out->expert_early_reads = c.early_reads;
+        out->expert_early_bytes = c.early_bytes;
+        out->expert_early_used = c.early_used;
+        out->expert_early_used_seconds = c.early_used_seconds;
     }
     if (m->trunk) {
         trunk_counters c;

@@ -127,8 +127,29 @@ static void accumulate(const int *sel, const float *weight, int K, int e, const 
     }
 }
 
-k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const float *x, int n, float *out, int *selected,
-                      float *scratch, const kernels_impl *impl, threads *pool, k3_error *err) {
+/* The next layer's likely experts for the n tokens of next->x: its router and its top-k
+ * rule per token, the union ascending in list; returns the count. Uses logits (n, E),
+ * sel (K), weight (K), score (E) and seen (E) as scratch. */
+static int guess_next(const moe_dims *dm, const moe_next *next, int n, float *logits, int *sel, float *weight,
+                      float *score, int *seen, int *list, const kernels_impl *impl, threads *pool) {
+    const int d = dm->hidden, E = dm->n_experts, K = dm->top_k;
+    kernels_matmul(impl, &next->w->router, next->x, d, n, logits, E, pool);
+    memset(seen, 0, sizeof(int) * (size_t)E);
+    for (int t = 0; t < n; t++) {
+        route(dm, logits + (long)t * E, next->w->router_bias, sel, weight, score);
+        for (int k = 0; k < K; k++)
+            seen[sel[k]] = 1;
+    }
+    int count = 0;
+    for (int e = 0; e < E; e++)
+        if (seen[e])
+            list[count++] = e;
+    return count;
+}
+
+k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const moe_next *next, const float *x, int n,
+                      float *out, int *selected, float *scratch, const kernels_impl *impl, threads *pool,
+                      k3_error *err) {
     const int d = dm->hidden, E = dm->n_experts, K = dm->top_k, Lt = dm->latent;
     float *logits = scratch;                 /* (n, E) */
     float *z = logits + (long)n * E;         /* (n, latent) routed input */
@@ -164,6 +185,12 @@ k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const float *x, 
         if (FAULT_CATCH(&batch)) {
             expert_cache_end(w->cache);
             fault_escape(batch.addr);
+        }
+        /* The guess, in regions written later (logits, members, ze, fill, first), so
+         * nothing it leaves behind is read: logits are done with, the rest not yet filled. */
+        if (next && next->w) {
+            const int g = guess_next(dm, next, n, logits, members, ze, score, fill, first, impl, pool);
+            expert_cache_prefetch(w->cache, next->w->cache_layer, first, g);
         }
     }
 

@@ -50,6 +50,15 @@ typedef struct moe_weights {
     moe_mlp shared;            /* used when dims.shared_inter > 0 */
 } moe_weights;
 
+/* The next MoE layer's router, to guess its experts early (expert_cache_prefetch): its
+ * weights (router and correction bias; they must be in memory now, not streamed) and a
+ * stand-in for its input, built by the caller from what it has now. The guess applies that
+ * router's top-k rule to x. */
+typedef struct moe_next {
+    const moe_weights *w;
+    const float *x; /* (n, d) */
+} moe_next;
+
 /* Scratch floats for moe_mlp_forward / moe_forward with n tokens. */
 long moe_mlp_scratch_floats(int inter, int n);
 long moe_scratch_floats(const moe_dims *dims, int n);
@@ -62,8 +71,12 @@ void moe_mlp_forward(const moe_mlp *w, int d, int inter, float beta, float linea
  * If selected is not NULL it receives each token's chosen experts (n, top_k), ascending.
  * With a cache, the chosen experts are handed to it as soon as the router has run, and the
  * shared experts and the latent projection run while they are read. K3_ERR_EXPERT_READ
- * (out then undefined) when one could not be read; without a cache it cannot fail. */
-k3_status moe_forward(const moe_dims *dims, const moe_weights *w, const float *x, int n, float *out, int *selected,
-                      float *scratch, const kernels_impl *impl, threads *pool, k3_error *err);
+ * (out then undefined) when one could not be read; without a cache it cannot fail. With a
+ * cache and next not NULL, the next layer's likely experts are handed to the cache as a
+ * guess right after this layer's; the guess is computed in scratch this layer overwrites
+ * later and changes no bit of out. */
+k3_status moe_forward(const moe_dims *dims, const moe_weights *w, const moe_next *next, const float *x, int n,
+                      float *out, int *selected, float *scratch, const kernels_impl *impl, threads *pool,
+                      k3_error *err);
 
 #endif

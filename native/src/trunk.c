@@ -403,6 +403,10 @@ k3_status trunk_acquire(trunk *tr, int layer, const void **out, k3_error *err) {
     return status;
 }
 
+const void *trunk_pinned(const trunk *tr, int layer) {
+    return tr->layers[layer].pinned_layer;
+}
+
 void trunk_release(trunk *tr, int layer) {
     if (tr->layers[layer].pinned_layer)
         return;

@@ -77,6 +77,10 @@ void trunk_free(trunk *tr);
 k3_status trunk_acquire(trunk *tr, int layer, const void **out, k3_error *err);
 void trunk_release(trunk *tr, int layer);
 
+/* Layer `layer` when it is pinned (its matrices in memory for the trunk's lifetime), else
+ * NULL: it streams, and only trunk_acquire may wait for it. */
+const void *trunk_pinned(const trunk *tr, int layer);
+
 /* Reads embedding row `row` into out as f32 (cols floats). K3_ERR_IO on a failed read. */
 k3_status trunk_embed_row(trunk *tr, int row, float *out, k3_error *err);
 

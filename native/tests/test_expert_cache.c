@@ -4,7 +4,10 @@
  * a job abandoned halfway, and reads that fail (an injected fault, a shard truncated after
  * opening) ending the job with K3_ERR_EXPERT_READ naming the expert, its layer, the file
  * and the offset; reads around the page cache (O_DIRECT) serve the same bytes and fail
- * the same way. */
+ * the same way. Early reads (expert_cache_prefetch): a guess warms the slots the next job
+ * then finds, a wrong one is one wasted read, they never take a slot the running job holds,
+ * and a failed early read is forgotten: the job reads the expert again and succeeds, or
+ * fails naming it as a job's own read would. */
 #include <fcntl.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -329,4 +332,132 @@ TEST(expert_cache_shard_truncated_after_opening_fails_with_expert_read_not_a_par
         st_close(set);
         tf_rmtree(dir);
     }
+}
+
+/* Runs job experts (n) of layer l while guessing `guess` (g) for layer l + 1; consumes it. */
+static int ec_job_guessing(expert_cache *ec, const st_set *set, int l, const int *experts, int n, const int *guess,
+                           int g) {
+    expert_cache_begin(ec, l, experts, n);
+    expert_cache_prefetch(ec, l + 1, guess, g);
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        moe_expert x;
+        k3_error err = {0};
+        ok = expert_cache_get(ec, i, &x, &err) == K3_OK && ec_matches(set, l, experts[i], &x);
+        expert_cache_release(ec, i);
+    }
+    expert_cache_end(ec);
+    return ok;
+}
+
+TEST(expert_cache_early_reads_warm_the_next_job_and_count_guesses_routed_and_used) {
+    char dir[64];
+    CHECK(tf_mkdtemp(dir));
+    CHECK(ec_write(dir) == 0);
+    st_set *set = NULL;
+    expert_cache *ec = NULL;
+    k3_error err = {0};
+    CHECK_OK(ec_open(dir, 8, 0, &set, &ec, &err), err);
+    const int now[3] = {0, 1, 2}, guess[3] = {1, 3, 4}, next[3] = {1, 4, 5};
+    CHECK(ec_job_guessing(ec, set, 0, now, 3, guess, 3));
+    expert_cache_wait_early(ec);
+    expert_cache_counters c;
+    expert_cache_get_counters(ec, &c);
+    CHECK_INT(c.guesses, 3);
+    CHECK_INT(c.early_reads, 3);
+    CHECK_INT(c.early_bytes, 3 * 3264);
+    CHECK_INT(c.reads, 6);
+    CHECK_INT(c.early_used, 0);
+    /* the next job: 1 and 4 were guessed and are served from the early reads (byte for
+     * byte), 5 is read; 3 was a wasted read */
+    CHECK(ec_job(ec, set, 1, next, 3));
+    expert_cache_get_counters(ec, &c);
+    CHECK_INT(c.guesses_routed, 2);
+    CHECK_INT(c.early_used, 2);
+    CHECK_INT(c.reads, 7);
+    CHECK_INT(c.retained, 0); /* early reads are counted as such, not as retained */
+    CHECK(c.early_used_seconds >= 0.0 && c.early_used_seconds <= c.read_seconds);
+    /* a job that asks again finds them retained as usual */
+    CHECK(ec_job(ec, set, 1, next, 3));
+    expert_cache_get_counters(ec, &c);
+    CHECK_INT(c.retained, 3);
+    CHECK_INT(c.early_used, 2);
+    expert_cache_free(ec);
+    st_close(set);
+    tf_rmtree(dir);
+}
+
+TEST(expert_cache_early_reads_never_take_a_slot_the_running_job_holds) {
+    char dir[64];
+    CHECK(tf_mkdtemp(dir));
+    CHECK(ec_write(dir) == 0);
+    for (int slots = 4; slots <= 5; slots++) {
+        st_set *set = NULL;
+        expert_cache *ec = NULL;
+        k3_error err = {0};
+        CHECK_OK(ec_open(dir, slots, 0, &set, &ec, &err), err);
+        const int four[4] = {0, 1, 2, 3}, guess[3] = {0, 1, 2};
+        /* the job holds four slots: with four there is no room for a guess, with five one */
+        expert_cache_begin(ec, 0, four, 4);
+        expert_cache_prefetch(ec, 1, guess, 3);
+        for (int i = 0; i < 4; i++) {
+            moe_expert x;
+            CHECK_OK(expert_cache_get(ec, i, &x, &err), err);
+            CHECK(ec_matches(set, 0, four[i], &x));
+            expert_cache_release(ec, i);
+        }
+        expert_cache_end(ec);
+        expert_cache_wait_early(ec);
+        expert_cache_counters c;
+        expert_cache_get_counters(ec, &c);
+        CHECK_INT(c.early_reads, slots - 4);
+        CHECK_INT(c.reads, 4 + slots - 4);
+        expert_cache_free(ec);
+        st_close(set);
+    }
+    tf_rmtree(dir);
+}
+
+TEST(expert_cache_a_failed_early_read_is_forgotten_and_the_job_reads_the_expert_again) {
+    char dir[64];
+    CHECK(tf_mkdtemp(dir));
+    CHECK(ec_write(dir) == 0);
+    st_set *set = NULL;
+    expert_cache *ec = NULL;
+    k3_error err = {0};
+    CHECK_OK(ec_open(dir, 8, 3, &set, &ec, &err), err); /* the 3rd read (the early one) fails */
+    const int now[2] = {0, 1}, guess[1] = {2};
+    CHECK(ec_job_guessing(ec, set, 0, now, 2, guess, 1));
+    expert_cache_wait_early(ec);
+    expert_cache_counters c;
+    expert_cache_get_counters(ec, &c);
+    CHECK_INT(c.early_reads, 1);
+    CHECK_INT(c.early_bytes, 0);
+    /* nothing failed for a job: the next one reads expert 2 itself and gets its bytes */
+    CHECK(ec_job(ec, set, 1, guess, 1));
+    expert_cache_get_counters(ec, &c);
+    CHECK_INT(c.reads, 4);
+    CHECK_INT(c.early_used, 0);
+    CHECK_INT(c.guesses_routed, 1);
+    expert_cache_free(ec);
+    st_close(set);
+
+    /* A read that keeps failing (the shard cut short): however the job meets the early
+     * read (in flight or already forgotten), it fails naming the expert, file and offset. */
+    char path[128];
+    CHECK_OK(ec_open(dir, 8, 0, &set, &ec, &err), err);
+    const st_tensor *t = ec_find(set, 1, 2, "w3.packed");
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    CHECK(truncate(path, (off_t)(t->file_offset + 100)) == 0);
+    expert_cache_prefetch(ec, 1, guess, 1);
+    expert_cache_begin(ec, 1, guess, 1);
+    moe_expert x;
+    const k3_status s = expert_cache_get(ec, 0, &x, &err);
+    expert_cache_end(ec);
+    CHECK_INT(s, K3_ERR_EXPERT_READ);
+    CHECK(strstr(err.detail, "routed expert 2 of layer 11 could not be read"));
+    CHECK(strstr(err.detail, "the file ends after"));
+    expert_cache_free(ec);
+    st_close(set);
+    tf_rmtree(dir);
 }

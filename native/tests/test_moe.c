@@ -92,7 +92,7 @@ static void expected(const moe_case *c, const double *z, const int chosen[K], co
 static int run(const moe_case *c, const float *x, int n, float *out, int *selected) {
     float *scratch = malloc(sizeof(float) * (size_t)moe_scratch_floats(&c->dims, n));
     k3_error err = {K3_OK, ""};
-    const k3_status s = scratch ? moe_forward(&c->dims, &c->w, x, n, out, selected, scratch, &kernels_scalar, NULL, &err)
+    const k3_status s = scratch ? moe_forward(&c->dims, &c->w, NULL, x, n, out, selected, scratch, &kernels_scalar, NULL, &err)
                                 : K3_ERR_OUT_OF_MEMORY;
     free(scratch);
     return s == K3_OK ? 0 : -1;

@@ -131,6 +131,15 @@ int run_memory_option(run_memory *rm, int argc, char **argv, int *i, const char 
         rm->cold = 1;
         return 1;
     }
+    if (!strcmp(a, "--expert-prefetch")) {
+        if (v && (!strcmp(v, "on") || !strcmp(v, "off"))) {
+            rm->expert_prefetch = !strcmp(v, "on");
+            (*i)++;
+            return 1;
+        }
+        fprintf(stderr, "k3: --expert-prefetch '%s': give on or off\n", v ? v : "");
+        return -1;
+    }
     if (!strcmp(a, "--reads")) {
         static const char *const modes[] = {"auto", "direct", "buffered"}; /* k3_reads order */
         for (int m = 0; v && m < 3; m++)
@@ -290,6 +299,7 @@ int run_memory_resolve(run_memory *rm, const char *model_dir, const k3_context_p
     rm->params.io_threads = rm->io_threads;
     rm->params.reads = rm->reads;
     rm->params.fault_expert_read = rm->fault_expert_read;
+    rm->params.expert_prefetch = rm->expert_prefetch;
     return 0;
 }
 
@@ -350,6 +360,20 @@ void run_memory_stop(run_memory *rm, const k3_model *model, double wall_seconds,
                 req ? 100.0 * (double)(b->expert_retained - a->expert_retained) / (double)req : 0.0,
                 (unsigned long long)(b->expert_evictions - a->expert_evictions),
                 human((double)(b->expert_bytes_read - a->expert_bytes_read), z, sizeof z));
+        const uint64_t guesses = b->expert_guesses - a->expert_guesses;
+        const uint64_t early = b->expert_early_reads - a->expert_early_reads;
+        if (rm->expert_prefetch)
+            fprintf(stderr,
+                    "memory: early reads (--expert-prefetch on): %llu experts guessed, %llu routed (%.1f%%); %llu read "
+                    "early (%s), %llu used (%.1f%%), %.2f s of reads taken off the passes' path\n",
+                    (unsigned long long)guesses,
+                    (unsigned long long)(b->expert_guesses_routed - a->expert_guesses_routed),
+                    guesses ? 100.0 * (double)(b->expert_guesses_routed - a->expert_guesses_routed) / (double)guesses
+                            : 0.0,
+                    (unsigned long long)early, human((double)(b->expert_early_bytes - a->expert_early_bytes), x, sizeof x),
+                    (unsigned long long)(b->expert_early_used - a->expert_early_used),
+                    early ? 100.0 * (double)(b->expert_early_used - a->expert_early_used) / (double)early : 0.0,
+                    b->expert_early_used_seconds - a->expert_early_used_seconds);
     }
     if (!rm->plan.trunk_mapped)
         fprintf(stderr, "memory: trunk %llu layers streamed, %s read (%s pinned at open in %.2f s)\n",
@@ -397,7 +421,7 @@ void run_memory_json(const run_memory *rm, FILE *f) {
             "    \"expert_bytes_read\": %llu,\n    \"expert_read_seconds\": %.6f,\n    \"expert_wait_seconds\": %.6f,\n"
             "    \"trunk_layer_reads\": %llu,\n    \"trunk_bytes_read\": %llu,\n    \"trunk_read_seconds\": %.6f,\n"
             "    \"trunk_wait_seconds\": %.6f,\n    \"trunk_pinned_bytes\": %llu,\n    \"trunk_pinned_seconds\": %.6f,\n"
-            "    \"direct_bytes_read\": %llu,\n    \"forward_passes\": %llu,\n    \"forward_seconds\": %.6f\n  }",
+            "    \"direct_bytes_read\": %llu,\n    \"forward_passes\": %llu,\n    \"forward_seconds\": %.6f,\n",
             rm->wall_seconds, rm->peak_rss, (unsigned long long)(b->expert_requests - a->expert_requests),
             (unsigned long long)(b->expert_retained - a->expert_retained),
             (unsigned long long)(b->expert_evictions - a->expert_evictions),
@@ -410,4 +434,14 @@ void run_memory_json(const run_memory *rm, FILE *f) {
             (unsigned long long)b->trunk_pinned_bytes, b->trunk_pinned_seconds,
             (unsigned long long)(b->direct_bytes_read - a->direct_bytes_read),
             (unsigned long long)(b->forward_passes - a->forward_passes), b->forward_seconds - a->forward_seconds);
+    fprintf(f,
+            "    \"expert_prefetch\": %d,\n    \"expert_guesses\": %llu,\n    \"expert_guesses_routed\": %llu,\n"
+            "    \"expert_early_reads\": %llu,\n    \"expert_early_bytes\": %llu,\n    \"expert_early_used\": %llu,\n"
+            "    \"expert_early_used_seconds\": %.6f\n  }",
+            rm->params.expert_prefetch, (unsigned long long)(b->expert_guesses - a->expert_guesses),
+            (unsigned long long)(b->expert_guesses_routed - a->expert_guesses_routed),
+            (unsigned long long)(b->expert_early_reads - a->expert_early_reads),
+            (unsigned long long)(b->expert_early_bytes - a->expert_early_bytes),
+            (unsigned long long)(b->expert_early_used - a->expert_early_used),
+            b->expert_early_used_seconds - a->expert_early_used_seconds);
 }

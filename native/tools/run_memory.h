@@ -23,6 +23,7 @@ typedef struct run_memory {
     int io_threads;
     int reads;        /* k3_reads */
     long fault_expert_read;
+    int expert_prefetch; /* --expert-prefetch: k3_model_params.expert_prefetch */
     int cold;         /* drop the shards from the page cache first */
     k3_model_params params; /* resolved by run_memory_prepare */
     const char *preset_used;

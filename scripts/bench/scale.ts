@@ -24,6 +24,9 @@
 // prefill runs, for a machine short of time or memory. K3_SCALE_REUSE=1 reads each run a
 // previous bench left in out/bench/scale/ instead of measuring it again (those missing are
 // measured): the forecasts and tables again after a change to the model, from the same runs.
+// K3_SCALE_EARLY=1 runs each cold expert-cache configuration again with --expert-prefetch on
+// right after its own run (the next MoE layer's experts guessed and read early) and reports
+// the pass time, the I/O wait, the guess's hit rate and the bytes against the run without.
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -73,6 +76,7 @@ const TOLERANCE = 0.15;
 const PREFILL = parsePrefillLengths(process.env.K3_SCALE_PREFILL ?? '512,2048', [512, 2048]);
 /** The decode configurations (cold caches, streamed trunk, floor, one thread, pacing). */
 const DECODE = process.env.K3_SCALE_DECODE !== '0';
+const EARLY = process.env.K3_SCALE_EARLY === '1';
 const model = process.env.K3_SCALE_MODEL ?? ensureFixture({ size: 'wide', router: 'balanced' });
 const work = path.join(repoRoot, 'out/bench/scale');
 fs.mkdirSync(work, { recursive: true });
@@ -234,6 +238,8 @@ for (const c of configs) {
     paired.set(c.name, benchScale(`resident before ${c.name}`, [...cliArgs({ ...base, args: base.args.slice(0, 2) }, slotBytes), ...PAIRED]));
   }
   runs.set(c.name, benchScale(c.name, cliArgs(c, slotBytes)));
+  if (EARLY && c.name !== 'resident' && c.name !== 'floor')
+    runs.set(`${c.name} early reads`, benchScale(`${c.name} early reads`, [...cliArgs(c, slotBytes), '--expert-prefetch', 'on']));
 }
 /** Each prefill run, with the resident run just before it (its compute, as the decode check's). */
 const prefillRuns: { name: string; tokens: number; run: ScaleRun; before: ScaleRun }[] = [];
@@ -315,6 +321,22 @@ function ioRow(name: string) {
   };
 }
 const ioRows = configs.filter((c) => c.name !== 'resident').map((c) => ioRow(c.name));
+
+/** A cold configuration without and with early expert reads (K3_SCALE_EARLY=1): steady
+ * passes' median time and I/O wait, the guess's hit rate, the early reads used, the bytes. */
+const earlyRows = configs.filter((c) => runs.has(`${c.name} early reads`)).map((c) => {
+  const off = runs.get(c.name) as ScaleRun, on = runs.get(`${c.name} early reads`) as ScaleRun;
+  const pass = (r: ScaleRun) => median(steadySteps(r).map((p) => p.seconds));
+  const wait = (r: ScaleRun) => median(steadySteps(r).map((p) => passWaits(p)));
+  const m = on.memory;
+  return {
+    name: c.name,
+    seconds_off: pass(off), seconds_on: pass(on), wait_off: wait(off), wait_on: wait(on),
+    hit_rate: m.expert_guesses ? m.expert_guesses_routed / m.expert_guesses : 0,
+    used: m.expert_early_reads ? m.expert_early_used / m.expert_early_reads : 0,
+    bytes_ratio: off.memory.expert_bytes_read ? m.expert_bytes_read / off.memory.expert_bytes_read : 0,
+  };
+});
 
 // ---- the machine profile ---------------------------------------------------------------------
 const seqProbe = res.disk_sequential.reduce((a, b) => (b.bytes > a.bytes ? b : a));
@@ -601,6 +623,12 @@ console.log('config            s/pass   I/O wait   expert GB/pass  trunk GB/pass
 for (const r of ioRows)
   console.log(`${r.name.padEnd(16)} ${r.seconds.toFixed(3).padStart(7)} ${pct(r.io_share).padStart(10)} ${r.expert_gb_per_pass.toFixed(3).padStart(15)} ${r.trunk_gb_per_pass.toFixed(3).padStart(14)} ${pct(r.retained).padStart(9)} ${(r.engine_reader_rate / 1e6).toFixed(0).padStart(18)} ${(r.probe_reader_rate / 1e6).toFixed(0).padStart(17)} (${(r.probe_rate / 1e6).toFixed(0)}, after ${(r.probe_rate_after / 1e6).toFixed(0)}) ${(r.probe_sequential / 1e6).toFixed(0).padStart(13)} ${r.cpu_share.toFixed(2).padStart(10)} ${r.read_cpu_per_gb.toFixed(3).padStart(14)}`);
 const blocks = runs.get('experts 50 %')?.disk_sequential ?? [];
+if (earlyRows.length) {
+  console.log('\nearly expert reads (--expert-prefetch on, run right after the same configuration without)');
+  console.log('config            s/pass off -> on   I/O wait off -> on   guesses routed  early reads used  expert bytes');
+  for (const r of earlyRows)
+    console.log(`${r.name.padEnd(16)} ${r.seconds_off.toFixed(3).padStart(7)} -> ${r.seconds_on.toFixed(3)} ${r.wait_off.toFixed(3).padStart(10)} -> ${r.wait_on.toFixed(3)} ${pct(r.hit_rate).padStart(15)} ${pct(r.used).padStart(17)} ${`${r.bytes_ratio.toFixed(2)}x`.padStart(13)}`);
+}
 console.log(`disk, guest page cache dropped, sequential by block size (1 GB each, its own stretch, read twice, the second kept): ${blocks.map((d) => `${(d.block / 1e6).toFixed(1)} MB ${(probeRate(d) / 1e6).toFixed(0)} MB/s`).join(', ') || '-'}; whole checkpoint at the start ${(probeRate(seqProbe) / 1e6).toFixed(0)} MB/s`);
 
 console.log('\nforecast against measured, the slice (profile kinds + each run\'s own disk probes, before and after it)');
@@ -638,6 +666,6 @@ console.log(`machine profile: ${profileFile}${saveProfile ? ` (copied to ${defau
 
 fs.writeFileSync(
   path.join(repoRoot, 'out/bench/scale.json'),
-  JSON.stringify({ model, threads: THREADS, io_threads: IO_THREADS, reads: READS, configs, kinds: kindRows, bandwidth, cpu_share: cpuShare, cpu: cpuRows, step_seconds: stepSeconds, prefill: res.prefill ? { tokens: res.prefill.tokens, seconds: res.prefill.pass.seconds, waits: passWaits(res.prefill.pass), experts: passExperts(res.prefill.pass) } : null, verify: verifyRows, io: ioRows, validation, profile, full: Object.fromEntries(full), replays, acceptance, spec: specRows, pacing, ttft: prefillRows }, null, 2) + '\n',
+  JSON.stringify({ model, threads: THREADS, io_threads: IO_THREADS, reads: READS, configs, kinds: kindRows, bandwidth, cpu_share: cpuShare, cpu: cpuRows, step_seconds: stepSeconds, prefill: res.prefill ? { tokens: res.prefill.tokens, seconds: res.prefill.pass.seconds, waits: passWaits(res.prefill.pass), experts: passExperts(res.prefill.pass) } : null, verify: verifyRows, io: ioRows, early_reads: earlyRows, validation, profile, full: Object.fromEntries(full), replays, acceptance, spec: specRows, pacing, ttft: prefillRows }, null, 2) + '\n',
 );
 if (countErrors.length) throw new Error(`prefill counts disagree with the batch:\n${countErrors.join('\n')}`);

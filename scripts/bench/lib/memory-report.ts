@@ -63,4 +63,15 @@ export interface MemoryReport {
   direct_bytes_read: number;
   forward_passes: number;
   forward_seconds: number;
+  /** 1 when --expert-prefetch on: the next MoE layer's experts guessed and read early. */
+  expert_prefetch: number;
+  /** Experts guessed; of those, routed to by that layer (the guess's hit rate). */
+  expert_guesses: number;
+  expert_guesses_routed: number;
+  /** Reads started from a guess and their bytes (also in expert_reads, expert_bytes_read). */
+  expert_early_reads: number;
+  expert_early_bytes: number;
+  /** Early reads a pass then used; reader seconds of those (an upper bound on the wait saved). */
+  expert_early_used: number;
+  expert_early_used_seconds: number;
 }

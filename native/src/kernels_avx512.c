@@ -326,14 +326,15 @@ static void mxfp4_rows(const uint8_t *packed, const uint8_t *scale, int nr, cons
 
 /* The split inputs of a tile of tokens live on the stack when they fit (always for one
  * token: KERNELS_MXFP4_MAX_COLS), else in a heap buffer; without one, one token at a time,
- * which computes the same bits. */
+ * which computes the same bits. Either starts on a cache line (kernels.h: cols is a
+ * multiple of 32, so every vector of the split inputs is a whole line). */
 static void avx512_mm_mxfp4(const uint8_t *packed, const uint8_t *scale, int nr, const float *x, int ldx, int n,
                             int cols, float *y, int ldy) {
-    float stack[KERNELS_MXFP4_MAX_COLS];
+    float stack[KERNELS_MXFP4_MAX_COLS] __attribute__((aligned(64)));
     int tile = n < MX_BATCH_NT ? n : MX_BATCH_NT;
     float *xs = stack;
     if ((long)tile * cols > KERNELS_MXFP4_MAX_COLS) {
-        xs = malloc(sizeof(float) * (size_t)tile * (size_t)cols);
+        xs = aligned_alloc(64, (sizeof(float) * (size_t)tile * (size_t)cols + 63) / 64 * 64);
         if (!xs) {
             xs = stack;
             tile = 1;

@@ -73,9 +73,11 @@ static long mixer_scratch(const model *m, int n, int capacity) {
 long forward_scratch_floats(const model *m, int n, int capacity) {
     /* P, h, x, a: (n, d) each; R: (n, max_blocks, d); max_blocks + 1 spare floats (once the
      * mix's scores, which each thread now keeps on its stack; left so that the memory plan's
-     * figures do not move); the chosen experts for an observer: (n, top_k) ints. */
+     * figures do not move); the chosen experts for an observer: (n, top_k) ints; the
+     * mixers' scratch from the next 64-byte boundary, as the whole from its first (kernels.h:
+     * the caller's buffer is calloc's, 16 bytes into a page). */
     return (long)n * m->hidden * (4 + max_blocks(m)) + max_blocks(m) + 1 + (long)n * m->moe.top_k +
-           mixer_scratch(m, n, capacity);
+           2 * KERNELS_ALIGN_FLOATS + mixer_scratch(m, n, capacity);
 }
 
 /* Shows one site to the observer, if any. layer -1: a site outside the layers. */
@@ -225,11 +227,12 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
                             float *logits, float *scratch, const kernels_impl *impl, threads *pool, k3_error *err) {
     const int d = m->hidden, nb = max_blocks(m);
     const long nd = (long)n * d;
+    scratch = kernels_align(scratch);
     residuals r = {m, n, d, 0, scratch, NULL};
     float *h = r.P + nd, *x = h + nd, *a = x + nd;
     r.R = a + nd;
     int *selected = (int *)(r.R + nd * nb + nb + 1); /* (n, top_k) for an observer */
-    float *mix_scratch = (float *)(selected + (long)n * m->moe.top_k);
+    float *mix_scratch = kernels_align((float *)(selected + (long)n * m->moe.top_k));
 
     for (int t = 0; t < n; t++) {
         if (!m->trunk) {

@@ -76,6 +76,80 @@ static inline void row_write_read(float *restrict row, int d, float bk, const fl
     }
 }
 
+/* Columns per block of a pass over a head's whole state: the block's sums stay in four
+ * 16-float vectors (GCC's vector extension: registers in the AVX-512 clone) through all D
+ * rows, where a row at a time stored and reloaded them for every row. The operations are
+ * the row functions' own, element-wise, and each sum still adds the rows in key order, so
+ * the bits are theirs; they take the columns past the last whole block. */
+#define STATE_COLS 64
+
+typedef float state_vec __attribute__((vector_size(64)));
+
+/* Unaligned 64-byte moves (macros: a function returning the vector would change the ABI
+ * of the default clone). */
+#define STATE_LOAD(v, p) memcpy(&(v), (p), sizeof(state_vec))
+#define STATE_STORE(p, v) memcpy((p), &(v), sizeof(state_vec))
+
+/* u = S^T k after each key row i is decayed by decay[i] (row_decay_read over all rows). */
+static inline __attribute__((always_inline)) void pass_decay_read(float *restrict S, int D, const float *decay,
+                                                                  const float *k, float *restrict u) {
+    int j0 = 0;
+    for (; j0 + STATE_COLS <= D; j0 += STATE_COLS) {
+        state_vec acc[4] = {{0}};
+        for (int i = 0; i < D; i++) {
+            float *row = S + (long)i * D + j0;
+            const float a = decay[i], k_i = k[i];
+            _Pragma("GCC unroll 4") for (int b = 0; b < 4; b++) {
+                state_vec r;
+                STATE_LOAD(r, row + 16 * b);
+                r = r * a;
+                STATE_STORE(row + 16 * b, r);
+                acc[b] = acc[b] + r * k_i;
+            }
+        }
+        for (int b = 0; b < 4; b++)
+            STATE_STORE(u + j0 + 16 * b, acc[b]);
+    }
+    if (j0 < D) {
+        for (int j = j0; j < D; j++)
+            u[j] = 0.0f;
+        for (int i = 0; i < D; i++)
+            row_decay_read(S + (long)i * D + j0, D - j0, decay[i], k[i], u + j0);
+    }
+}
+
+/* Each key row i += (bt * k[i]) * delta, then o = S^T q of the updated rows
+ * (row_write_read over all rows). */
+static inline __attribute__((always_inline)) void pass_write_read(float *restrict S, int D, float bt, const float *k,
+                                                                  const float *delta, const float *q,
+                                                                  float *restrict o) {
+    int j0 = 0;
+    for (; j0 + STATE_COLS <= D; j0 += STATE_COLS) {
+        state_vec acc[4] = {{0}}, dl[4];
+        for (int b = 0; b < 4; b++)
+            STATE_LOAD(dl[b], delta + j0 + 16 * b);
+        for (int i = 0; i < D; i++) {
+            float *row = S + (long)i * D + j0;
+            const float bk = bt * k[i], q_i = q[i];
+            _Pragma("GCC unroll 4") for (int b = 0; b < 4; b++) {
+                state_vec r;
+                STATE_LOAD(r, row + 16 * b);
+                r = r + bk * dl[b];
+                STATE_STORE(row + 16 * b, r);
+                acc[b] = acc[b] + r * q_i;
+            }
+        }
+        for (int b = 0; b < 4; b++)
+            STATE_STORE(o + j0 + 16 * b, acc[b]);
+    }
+    if (j0 < D) {
+        for (int j = j0; j < D; j++)
+            o[j] = 0.0f;
+        for (int i = 0; i < D; i++)
+            row_write_read(S + (long)i * D + j0, D - j0, bt * k[i], delta + j0, q[i], o + j0);
+    }
+}
+
 /* What one head's recurrence reads and writes for a batch. Rows of q, k, v, decay and o
  * are (n, P) with the head's D columns at h * D; beta is (n, H), already a sigmoid. */
 typedef struct {
@@ -111,14 +185,10 @@ static void run_heads(void *arg, int h0, int h1) {
             /* Two passes over the state, each key row once: decay it and add it into
              * u = S^T k; then the delta write and the read o = S^T q of the updated row.
              * Each u[j] and o[j] still sums over rows in key order. */
-            for (int c = 0; c < D; c++)
-                u[c] = oh[c] = 0.0f;
-            for (int i = 0; i < D; i++)
-                row_decay_read(Sh + (long)i * D, D, decay[i], k[i], u);
+            pass_decay_read(Sh, D, decay, k, u);
             for (int c = 0; c < D; c++)
                 u[c] = v[c] - u[c];
-            for (int i = 0; i < D; i++)
-                row_write_read(Sh + (long)i * D, D, bt * k[i], u, q[i], oh);
+            pass_write_read(Sh, D, bt, k, u, q, oh);
             /* The head-wise RMSNorm. */
             ops_rmsnorm(oh, j->w->o_norm, D, j->dm->norm_eps, oh);
         }

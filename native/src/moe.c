@@ -32,8 +32,8 @@ long moe_scratch_floats(const moe_dims *dm, int n) {
     const long pairs = (long)n * dm->top_k, E = dm->n_experts;
     const long shared = moe_mlp_scratch_floats(widest_mlp(dm), n);
     const long routed = pairs * moe_mlp_scratch_floats(dm->inter, 1);
-    return (long)n * (E + 2L * dm->latent + dm->hidden + 3L * dm->top_k) + 5 * E + 1 + 2 * pairs * dm->latent +
-           (shared > routed ? shared : routed);
+    return (long)n * (E + 2L * dm->latent + dm->hidden + 3L * dm->top_k) + 5 * E + 1 + KERNELS_ALIGN_FLOATS +
+           2 * pairs * dm->latent + (shared > routed ? shared : routed);
 }
 
 /* Mapped experts, one whole expert per task: expert i of the list reads its tokens'
@@ -162,7 +162,7 @@ k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const moe_next *
     int *first = list + E;                   /* (E + 1), then slot (E): see below */
     int *fill = first + 2 * E + 1;           /* (E) */
     float *score = (float *)(fill + E);      /* (E) one token's selection scores */
-    float *ze = score + E;                   /* (n*K, latent) gathered inputs (mapped) or one expert's */
+    float *ze = kernels_align(score + E);    /* (n*K, latent) gathered inputs (mapped) or one expert's */
     float *ye = ze + (long)n * K * Lt;       /* (n*K, latent) outputs, the same way */
     float *mlp = ye + (long)n * K * Lt;      /* MLP scratch: the shared experts', then the routed ones' */
 

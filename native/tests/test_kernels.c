@@ -169,6 +169,43 @@ TEST(matmul_is_bit_identical_across_batch_sizes_and_thread_counts) {
     threads_free(pool2);
 }
 
+/* A batch of bf16 tokens big enough for the AVX-512 kernel to widen its rows to f32 first
+ * (kernels_avx512.c: 48 tokens or more, rows of at most 1,024 columns) gives each token the
+ * bits it gets alone, on one thread or two: 53 tokens (whole and partial token tiles), 1,001
+ * rows (several blocks of widened rows, the last one partial, and a partial row tile), 133
+ * columns (a masked tail), the rows starting 2 bytes past an aligned address as a shard's
+ * may. */
+TEST(widened_bf16_batches_are_bit_identical_to_single_tokens) {
+    threads *pool2 = NULL;
+    CHECK(threads_new(2, &pool2, NULL) == K3_OK);
+    const kernels_impl *impls[3] = {&kernels_scalar, kernels_avx2(), kernels_avx512()};
+    const int rows = 1001, cols = 133, n = 53;
+    test_matrix w = make_matrix(KERNELS_BF16, rows + 1, cols, 29u);
+    kernels_matrix shifted = w.m;
+    shifted.rows = rows;
+    shifted.data = (const uint16_t *)w.data + 1;
+    float *x = make_input(n, cols, 31u);
+    float *batch = malloc(sizeof(float) * n * rows), *threaded = malloc(sizeof(float) * n * rows),
+          *single = malloc(sizeof(float) * rows);
+    for (int i = 0; i < 3; i++) {
+        if (!impls[i])
+            continue;
+        kernels_matmul(impls[i], &shifted, x, cols, n, batch, rows, NULL);
+        kernels_matmul(impls[i], &shifted, x, cols, n, threaded, rows, pool2);
+        CHECK(memcmp(batch, threaded, sizeof(float) * n * rows) == 0);
+        for (int t = 0; t < n; t++) {
+            kernels_matmul(impls[i], &shifted, x + t * cols, cols, 1, single, rows, NULL);
+            CHECK(memcmp(single, batch + (long)t * rows, sizeof(float) * rows) == 0);
+        }
+    }
+    free(x);
+    free(batch);
+    free(threaded);
+    free(single);
+    free_matrix(&w);
+    threads_free(pool2);
+}
+
 /* A set of products of one input equals each product on its own, bit for bit, on one
  * thread or two and for one token or a batch: row counts not multiples of the set's 32-row
  * units, all three weight types, one set big enough for the pool and one that is not. */

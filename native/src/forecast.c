@@ -42,6 +42,34 @@ static k3_status read_kind(const json_value *kinds, const char *name, const char
     return K3_OK;
 }
 
+/* A curve of {positions, factor} at key (required or not): positions ascending from 1, a
+ * factor of at least 1. */
+static k3_status read_factors(const json_value *r, const char *key, int required, const char *path, int *positions,
+                              double *factors, int *n_out, k3_error *err) {
+    const json_value *curve = json_get(r, key);
+    *n_out = 0;
+    if (!curve && !required)
+        return K3_OK;
+    const size_t nv = json_len(curve);
+    if (json_type(curve) != JSON_ARRAY || nv < 1 || nv > FORECAST_MAX_VERIFY)
+        return error_set(err, K3_ERR_FORMAT, "%s: %s must be an array of 1 to %d entries", path, key, FORECAST_MAX_VERIFY);
+    for (size_t i = 0; i < nv; i++) {
+        const json_value *e = json_at(curve, i);
+        int64_t n;
+        double g;
+        if (!json_int(json_get(e, "positions"), 1, 1024, &n) || !json_number(json_get(e, "factor"), &g) ||
+            !(g >= 1.0 && g < 1e4) || (i == 0 ? n != 1 : n <= positions[i - 1]))
+            return error_set(err, K3_ERR_FORMAT,
+                             "%s: %s[%zu] must be {positions, factor} with positions ascending from 1 and a factor of "
+                             "at least 1",
+                             path, key, i);
+        positions[i] = (int)n;
+        factors[i] = g;
+    }
+    *n_out = (int)nv;
+    return K3_OK;
+}
+
 k3_status forecast_profile_load(const char *path, forecast_profile *out, k3_error *err) {
     memset(out, 0, sizeof *out);
     struct stat st;
@@ -80,24 +108,11 @@ k3_status forecast_profile_load(const char *path, forecast_profile *out, k3_erro
             (s = read_kind(kinds, "lm_head", path, &out->lm_head, err))) {
         }
     }
-    const json_value *verify = json_get(r, "verify");
-    const size_t nv = json_len(verify);
-    if (s == K3_OK && (json_type(verify) != JSON_ARRAY || nv < 1 || nv > FORECAST_MAX_VERIFY))
-        s = error_set(err, K3_ERR_FORMAT, "%s: verify must be an array of 1 to %d entries", path, FORECAST_MAX_VERIFY);
-    for (size_t i = 0; s == K3_OK && i < nv; i++) {
-        const json_value *e = json_at(verify, i);
-        int64_t n;
-        double g;
-        if (!json_int(json_get(e, "positions"), 1, 1024, &n) || !json_number(json_get(e, "factor"), &g) ||
-            !(g >= 1.0 && g < 1e4) || (i == 0 ? n != 1 : n <= out->verify_positions[i - 1]))
-            s = error_set(err, K3_ERR_FORMAT,
-                          "%s: verify[%zu] must be {positions, factor} with positions ascending from 1 and a factor "
-                          "of at least 1",
-                          path, i);
-        out->verify_positions[i] = (int)n;
-        out->verify_factor[i] = g;
-    }
-    out->n_verify = (int)nv;
+    if (s == K3_OK)
+        s = read_factors(r, "verify", 1, path, out->verify_positions, out->verify_factor, &out->n_verify, err);
+    if (s == K3_OK)
+        s = read_factors(r, "layers_verify", 0, path, out->layers_verify_positions, out->layers_verify_factor,
+                         &out->n_layers_verify, err);
     const json_value *concurrency = json_get(r, "disk_concurrency");
     if (s == K3_OK && concurrency) {
         if (!json_number(concurrency, &out->disk_concurrency))
@@ -125,21 +140,25 @@ k3_status forecast_profile_load(const char *path, forecast_profile *out, k3_erro
     return s;
 }
 
-/* g(n): the profile's factor, linear between measured counts, and beyond the last along
- * the last measured step's slope. */
-static double verify_factor(const forecast_profile *p, int n) {
-    const int k = p->n_verify;
+/* A factor curve at n: linear between measured counts, and beyond the last along the last
+ * measured step's slope. */
+static double curve_at(const int *positions, const double *factors, int k, int n) {
     if (n <= 1 || k == 1)
-        return n <= 1 ? 1.0 : p->verify_factor[0];
+        return n <= 1 ? 1.0 : factors[0];
     for (int i = 1; i < k; i++)
-        if (n <= p->verify_positions[i]) {
-            const double t = (double)(n - p->verify_positions[i - 1]) /
-                             (double)(p->verify_positions[i] - p->verify_positions[i - 1]);
-            return p->verify_factor[i - 1] + t * (p->verify_factor[i] - p->verify_factor[i - 1]);
+        if (n <= positions[i]) {
+            const double t = (double)(n - positions[i - 1]) / (double)(positions[i] - positions[i - 1]);
+            return factors[i - 1] + t * (factors[i] - factors[i - 1]);
         }
-    const double slope = (p->verify_factor[k - 1] - p->verify_factor[k - 2]) /
-                         (double)(p->verify_positions[k - 1] - p->verify_positions[k - 2]);
-    return p->verify_factor[k - 1] + slope * (double)(n - p->verify_positions[k - 1]);
+    const double slope = (factors[k - 1] - factors[k - 2]) / (double)(positions[k - 1] - positions[k - 2]);
+    return factors[k - 1] + slope * (double)(n - positions[k - 1]);
+}
+
+/* g(n) for a verify pass, g'(n) for a prompt's (the verify curve where g' was not measured). */
+static double verify_factor(const forecast_profile *p, int n, int prefill) {
+    if (prefill && p->n_layers_verify)
+        return curve_at(p->layers_verify_positions, p->layers_verify_factor, p->n_layers_verify, n);
+    return curve_at(p->verify_positions, p->verify_factor, p->n_verify, n);
 }
 
 /* The share of requests an LRU cache of `slots` serves when every pass asks, in each MoE
@@ -199,7 +218,7 @@ static k3_status forecast_pass(const forecast_profile *p, const model *m, const 
     k3_status s = plan_trunk_layout(in, (uint64_t)mp->trunk_bytes, &tl, err);
     if (s != K3_OK)
         return s;
-    const double g = verify_factor(p, positions);
+    const double g = verify_factor(p, positions, prefill);
     const double E = (double)c->num_experts, k = (double)c->num_experts_per_token;
     const double distinct = E > 0 ? E * (1.0 - pow(1.0 - k / E, positions)) : 0.0;
     const double marginal = positions > 1 ? (g - 1.0) / (double)(positions - 1) : 0.0;

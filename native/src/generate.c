@@ -31,13 +31,20 @@
 
 #define SPEC_MAX 16
 #define PACE_MAX_PAUSE 64
+/* Drafts in a probe round (the first, and one after each pause): where a drafted position
+ * brings experts to read it costs most of a step, and a probe that does not pay is lost. */
+#define PACE_PROBE 1
+/* A pause is at least this many times a probe's cost in steps, so probing costs at most
+ * about 3 % of the steps it spares. */
+#define PACE_PAUSE_PER_PROBE_STEP 32
 
 /* Measured costs and the pause they set. */
 typedef struct {
     double step;     /* seconds of a serial one-token pass (0: not measured yet) */
     double extra;    /* seconds each drafted position adds to a verify pass over a serial
                         step (negative: not measured yet) */
-    int pause, skip; /* length of the last pause, and serial steps left in it */
+    int pause, skip; /* length of the last pause (0: drafting paid), and serial steps left */
+    int probe;       /* 1: a pause has just ended */
 } pace;
 
 /* The replay's coin (k3_generate_params.replay_acceptance): splitmix64, a fixed seed. */
@@ -86,27 +93,36 @@ static int pace_length(const pace *p, double a, int max) {
     return best;
 }
 
-/* How many drafts to allow this step: none until a serial step is measured, then max
+/* How many drafts to allow this step: none until a serial step is measured, then a probe
  * until a verify pass is, 0 during a pause, else what pace_length() finds worth it; when a
- * pause ends, one probe at max if perfect drafts could pay (the acceptance estimate may be
- * stale, the costs are not). */
+ * pause ends, one probe if perfect drafts could pay (the acceptance estimate may be stale,
+ * the costs are not). A pause that follows a pause (or the first probe) doubles, and lasts
+ * long enough that probing costs little beside it. */
 static int pace_allow(pace *p, double acceptance, int max) {
+    const int probe = max < PACE_PROBE ? max : PACE_PROBE;
     if (p->skip > 0) {
-        p->skip--;
+        p->probe = --p->skip == 0;
         return 0;
     }
     if (p->step <= 0)
         return 0;
     if (p->extra < 0)
-        return max;
-    if (p->pause > 0 && pace_length(p, 1.0, max) > 0) {
-        p->pause = 0; /* the probe */
-        return max;
+        return probe;
+    if (p->probe) {
+        p->probe = 0;
+        if (pace_length(p, 1.0, max) > 0)
+            return probe;
     }
     const int n = pace_length(p, acceptance, max);
     if (n == 0) {
-        p->pause = p->pause ? (p->pause * 2 < PACE_MAX_PAUSE ? p->pause * 2 : PACE_MAX_PAUSE) : 4;
+        const double per_probe = PACE_PAUSE_PER_PROBE_STEP * PACE_PROBE * p->extra / p->step;
+        int pause = p->pause ? 2 * p->pause : 4;
+        if (pause < per_probe)
+            pause = per_probe < PACE_MAX_PAUSE ? (int)per_probe + 1 : PACE_MAX_PAUSE;
+        p->pause = pause < PACE_MAX_PAUSE ? pause : PACE_MAX_PAUSE;
         p->skip = p->pause;
+    } else {
+        p->pause = 0;
     }
     return n;
 }
@@ -217,7 +233,7 @@ static k3_status generate(k3_context *c, const k3_generate_params *params, k3_ge
     k3_status s = K3_OK;
     if (heal_active(&r.h) && (s = heal_next(&r, 0, c->last_logits, &pending)) != K3_OK)
         return s;
-    pace pc = {c->spec_step_seconds, c->spec_extra_seconds, 0, 0};
+    pace pc = {c->spec_step_seconds, c->spec_extra_seconds, 0, 0, 0};
     uint64_t replay_seed = 0x6b33u; /* the same coins every call */
     draft *d = NULL;
     if (params->spec_max > 0) {

@@ -552,7 +552,7 @@ interface PacingRow {
 }
 function measurePacing(acceptanceRate: number): PacingRow[] {
   const ids = Array.from({ length: 8 }, (_, k) => (k * 7919 + 13) % 150000).join(',');
-  const gen = 24;
+  const gen = 48; // the first probe round a small part of it (a context keeps its measured costs from one call to the next)
   const pinned = ['--trunk-gb', GB(trunkBytes + margin)];
   const quarter = ['--cache-gb', ((Math.round(0.25 * poolSlots) * slotBytes + 1e5) / 1e9).toFixed(6)];
   const budgets = [

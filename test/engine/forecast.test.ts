@@ -197,6 +197,18 @@ test('compute slows beside reads only while they last: a pass whose compute outl
   assert.ok(p2048(slowed).compute_seconds < 1.05 * p2048(plain).compute_seconds, `${p2048(slowed).compute_seconds} against ${p2048(plain).compute_seconds}`);
 });
 
+test('a prompt\'s passes follow the layers\' factor without the lm_head where the profile has it; verify passes keep theirs', () => {
+  const budgets = ['--preset', 'desktop', '--positions', '3'];
+  const [plain] = forecast(['--profile', profile(), ...budgets]);
+  const layers = [{ positions: 1, factor: 1 }, { positions: 3, factor: 1.2 }];
+  const [lighter] = forecast(['--profile', profile({ layers_verify: layers }), ...budgets]);
+  assert.equal(lighter.seconds, plain.seconds, 'a verify pass of 3 positions is unchanged');
+  for (const i of [0, 1]) assert.ok(lighter.prefill[i].compute_seconds < plain.prefill[i].compute_seconds, `prefill ${i}: ${lighter.prefill[i].compute_seconds} against ${plain.prefill[i].compute_seconds}`);
+  const r = spawnSync(k3Binaries.plain, ['forecast', '--profile', profile({ layers_verify: [{ positions: 2, factor: 1 }] }), '--json'], { encoding: 'utf8' });
+  assert.notEqual(r.status, 0);
+  assert.match(r.stderr, /layers_verify\[0\] must be \{positions, factor\} with positions ascending from 1/);
+});
+
 test('a faster disk never forecasts slower, and verifying positions costs more than one', () => {
   const budgets = ['--preset', 'laptop'];
   const slow = forecast(['--profile', profile({ disk_sequential: 3e8, disk_expert: 3e8 }), ...budgets]);

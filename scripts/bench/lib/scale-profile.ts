@@ -144,13 +144,13 @@ export function passExperts(p: Pass): number {
  * the waits (the fastest repetition of each n). The experts' part of a pass is its distinct
  * experts times `expertSeconds` (one expert's resident compute).
  */
-export function verifyFactors(run: ScaleRun, expertSeconds: number): { positions: number; factor: number; seconds: number; experts: number }[] {
+export function verifyFactors(run: ScaleRun, expertSeconds: number, withoutHead = false): { positions: number; factor: number; seconds: number; experts: number }[] {
   const byN = new Map<number, Pass[]>();
   for (const v of run.verify) byN.set(v.positions, [...(byN.get(v.positions) ?? []), v.pass]);
   const rows = [...byN.entries()]
     .sort(([a], [b]) => a - b)
     .map(([positions, passes]) => {
-      const rest = (p: Pass) => p.seconds - passWaits(p) - passExperts(p) * expertSeconds;
+      const rest = (p: Pass) => p.seconds - passWaits(p) - passExperts(p) * expertSeconds - (withoutHead ? p.head_s : 0);
       const best = passes.reduce((a, b) => (rest(b) < rest(a) ? b : a));
       return { positions, rest: rest(best), seconds: best.seconds, experts: passExperts(best) };
     });
@@ -206,6 +206,9 @@ export interface MachineProfile {
   disk_concurrency?: number;
   kinds: Record<KindName, KindFigure>;
   verify: { positions: number; factor: number }[];
+  /** The same passes without their lm_head (a prompt computes one row of it, a verify pass
+   * every position's): the layers' factor, which a prefill's passes follow. */
+  layers_verify?: { positions: number; factor: number }[];
   /** How the forecast did on the slice this profile was measured on (native/src/forecast.h). */
   check?: { configurations: number; within: number; worst: number };
 }
@@ -242,6 +245,7 @@ export function makeProfile(
     ...(disk.concurrency ? { disk_concurrency: disk.concurrency } : {}),
     kinds,
     verify: verifyFactors(resident, expertSeconds).map(({ positions, factor }) => ({ positions, factor })),
+    layers_verify: verifyFactors(resident, expertSeconds, true).map(({ positions, factor }) => ({ positions, factor })),
   };
 }
 

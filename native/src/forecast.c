@@ -111,8 +111,8 @@ k3_status forecast_profile_load(const char *path, forecast_profile *out, k3_erro
     if (s == K3_OK)
         s = read_factors(r, "verify", 1, path, out->verify_positions, out->verify_factor, &out->n_verify, err);
     if (s == K3_OK)
-        s = read_factors(r, "layers_verify", 0, path, out->layers_verify_positions, out->layers_verify_factor,
-                         &out->n_layers_verify, err);
+        s = read_factors(r, "prefill_factor", 0, path, out->prefill_factor_positions, out->prefill_factor_values,
+                         &out->n_prefill_factor, err);
     const json_value *concurrency = json_get(r, "disk_concurrency");
     if (s == K3_OK && concurrency) {
         if (!json_number(concurrency, &out->disk_concurrency))
@@ -156,8 +156,8 @@ static double curve_at(const int *positions, const double *factors, int k, int n
 
 /* g(n) for a verify pass, g'(n) for a prompt's (the verify curve where g' was not measured). */
 static double verify_factor(const forecast_profile *p, int n, int prefill) {
-    if (prefill && p->n_layers_verify)
-        return curve_at(p->layers_verify_positions, p->layers_verify_factor, p->n_layers_verify, n);
+    if (prefill && p->n_prefill_factor)
+        return curve_at(p->prefill_factor_positions, p->prefill_factor_values, p->n_prefill_factor, n);
     return curve_at(p->verify_positions, p->verify_factor, p->n_verify, n);
 }
 

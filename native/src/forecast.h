@@ -19,15 +19,17 @@
  *                                  two kinds slow each other more than time-sharing says)
  *    "kinds": {"dense": K, "kda_moe": K, "mla_moe": K, "lm_head": K},
  *    "verify": [{"positions": n, "factor": g}, ...],
- *    "layers_verify": [{"positions": n, "factor": g'}, ...],   (optional)
+ *    "prefill_factor": [{"positions": n, "factor": g'}, ...],   (optional)
  *    "check": {"configurations": n, "within": k, "worst": w}}   (optional)
  * where each K is {"seconds": s, "ffn_seconds": f, "bytes": b}: one resident pass of one
  * token through a layer of that kind (KDA + dense MLP; KDA + MoE and MLA + MoE with their
  * top-k experts; the final mix, norm and lm_head), the part of it after the attention
  * output, and the weight bytes it streamed, all measured at the release's width; and g is
  * the time of a pass of n positions over a pass of one, for everything but the routed
- * experts (1 at n = 1), and g' the same without the lm_head (which a verify pass computes
- * for every position and a prompt for one), the factor a prefill's layers follow. check is how this model did on the machine it describes: forecast
+ * experts (1 at n = 1); g' is the same for a prompt's pass of n tokens, solved from a
+ * measured prefill pass through the prefill model below (a verify pass computes the lm_head
+ * for every position and is cut into passes of 32 logit rows, so past 32 its g is several
+ * passes', not one's); prefills follow g' where the profile has it. check is how this model did on the machine it describes: forecast
  * against measured on n configurations of the slice the profile was measured on, k of
  * them within 15 %, the largest |forecast / measured - 1| w; every forecast made from the
  * profile carries it, so what shows a forecast can say how far to trust it.
@@ -99,9 +101,9 @@ typedef struct forecast_profile {
     int n_verify;
     int verify_positions[FORECAST_MAX_VERIFY]; /* ascending, the first is 1 */
     double verify_factor[FORECAST_MAX_VERIFY];
-    int n_layers_verify; /* 0: not measured (prefill follows verify) */
-    int layers_verify_positions[FORECAST_MAX_VERIFY];
-    double layers_verify_factor[FORECAST_MAX_VERIFY];
+    int n_prefill_factor; /* 0: not measured (prefill follows verify) */
+    int prefill_factor_positions[FORECAST_MAX_VERIFY];
+    double prefill_factor_values[FORECAST_MAX_VERIFY];
     int check_configurations, check_within; /* 0, 0: no check recorded */
     double check_worst;
 } forecast_profile;

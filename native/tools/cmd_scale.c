@@ -35,7 +35,8 @@
 #include "run_memory.h"
 
 #define SCALE_MAX_POSITIONS 17
-/* The largest verify pass it times: a prompt-sized batch, where the prefill forecast reads g(n). */
+/* The longest verify it times (past 32 positions a context cuts a verify into passes of 32
+ * logit rows, so such a count times several passes). */
 #define SCALE_MAX_VERIFY 512
 #define SCALE_MAX_DISK 8
 

@@ -43,6 +43,7 @@ import {
   kindFigures,
   layerKind,
   makeProfile,
+  prefillFactor,
   passHitRate,
   median,
   passExperts,
@@ -157,11 +158,11 @@ const configs: Config[] = [
     what: 'trunk pinned, cache of one token\'s experts, every step the same token at the same position',
     // First in the bench: its whole-checkpoint probe is the least likely to find bytes a
     // virtual disk's host has cached (the full release's 1.5 TB never would be). Verify
-    // passes up to 256 positions: a prompt's forecast reads g(n) where a prompt's passes
-    // run and extrapolates past it from the last two counts (5-9 positions gave slopes of
-    // 0.18-0.57 steps a position from run to run, 9-64 0.32, and a 512-token prefill cost
-    // a third less a token than 64 positions did: run AE, docs/SCALE.md).
-    args: [resident, `--cache-slots=${oneToken}`, '--repeat', '--steps', '9', '--rounds', '4', '--prefill', '16', '--verify', '1,2,3,5,9,64,256', '--verify-reps', '4', ...WHOLE, '--disk-random', '100', '--beside-reads'],
+    // passes up to 32 positions, the most one pass computes logits for (a longer one is cut
+    // into passes of 32: runs AE-AF timed 64 and 256 positions as 2 and 8 passes); a
+    // prompt's passes are forecast from a timed prefill of 256 tokens in one pass instead
+    // (g', prefillFactor).
+    args: [resident, `--cache-slots=${oneToken}`, '--repeat', '--steps', '9', '--rounds', '4', '--prefill', '256', '--prefill-batch', '256', '--verify', '1,2,3,5,9,32', '--verify-reps', '4', ...WHOLE, '--disk-random', '100', '--beside-reads'],
   },
   // The checked runs' pass counts: a mean over 7-8 steady passes had up to 12 % standard
   // error in runs P-S, and a burst of two slow passes moved it by 20 % (runs X, AA); twice
@@ -342,6 +343,10 @@ const earlyRows = configs.filter((c) => runs.has(`${c.name} early reads`)).map((
 const seqProbe = res.disk_sequential.reduce((a, b) => (b.bytes > a.bytes ? b : a));
 const profile: MachineProfile = makeProfile(res, { sequential: seqProbe, expert: res.disk_random[0], concurrency: runs.has('trunk streamed') ? diskConcurrency(runs.get('trunk streamed') as ScaleRun) : undefined }, expertBytes,
   `npm run bench -- scale on ${path.basename(model)}, reads ${READS}, ${new Date().toISOString()}, load ${res.load_average.slice(0, 3).join(' ')}`);
+{
+  const factor = prefillFactor(res, { layerBytes, moe: layerBytes.map((_, l) => ffnKind(config, l) === 'moe'), expertBytes: slotBytes, experts: config.numExperts, topK: config.topK });
+  if (factor) profile.prefill_factor = factor;
+}
 const profileFile = path.join(repoRoot, 'out/bench/machine-profile.json');
 const defaultProfile = process.env.K3_MACHINE_PROFILE ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'k3/machine-profile.json');
 

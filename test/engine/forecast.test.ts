@@ -201,12 +201,12 @@ test('a prompt\'s passes follow the layers\' factor without the lm_head where th
   const budgets = ['--preset', 'desktop', '--positions', '3'];
   const [plain] = forecast(['--profile', profile(), ...budgets]);
   const layers = [{ positions: 1, factor: 1 }, { positions: 3, factor: 1.2 }];
-  const [lighter] = forecast(['--profile', profile({ layers_verify: layers }), ...budgets]);
+  const [lighter] = forecast(['--profile', profile({ prefill_factor: layers }), ...budgets]);
   assert.equal(lighter.seconds, plain.seconds, 'a verify pass of 3 positions is unchanged');
   for (const i of [0, 1]) assert.ok(lighter.prefill[i].compute_seconds < plain.prefill[i].compute_seconds, `prefill ${i}: ${lighter.prefill[i].compute_seconds} against ${plain.prefill[i].compute_seconds}`);
-  const r = spawnSync(k3Binaries.plain, ['forecast', '--profile', profile({ layers_verify: [{ positions: 2, factor: 1 }] }), '--json'], { encoding: 'utf8' });
+  const r = spawnSync(k3Binaries.plain, ['forecast', '--profile', profile({ prefill_factor: [{ positions: 2, factor: 1 }] }), '--json'], { encoding: 'utf8' });
   assert.notEqual(r.status, 0);
-  assert.match(r.stderr, /layers_verify\[0\] must be \{positions, factor\} with positions ascending from 1/);
+  assert.match(r.stderr, /prefill_factor\[0\] must be \{positions, factor\} with positions ascending from 1/);
 });
 
 test('a faster disk never forecasts slower, and verifying positions costs more than one', () => {

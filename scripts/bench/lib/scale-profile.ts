@@ -144,13 +144,13 @@ export function passExperts(p: Pass): number {
  * the waits (the fastest repetition of each n). The experts' part of a pass is its distinct
  * experts times `expertSeconds` (one expert's resident compute).
  */
-export function verifyFactors(run: ScaleRun, expertSeconds: number, withoutHead = false): { positions: number; factor: number; seconds: number; experts: number }[] {
+export function verifyFactors(run: ScaleRun, expertSeconds: number): { positions: number; factor: number; seconds: number; experts: number }[] {
   const byN = new Map<number, Pass[]>();
   for (const v of run.verify) byN.set(v.positions, [...(byN.get(v.positions) ?? []), v.pass]);
   const rows = [...byN.entries()]
     .sort(([a], [b]) => a - b)
     .map(([positions, passes]) => {
-      const rest = (p: Pass) => p.seconds - passWaits(p) - passExperts(p) * expertSeconds - (withoutHead ? p.head_s : 0);
+      const rest = (p: Pass) => p.seconds - passWaits(p) - passExperts(p) * expertSeconds;
       const best = passes.reduce((a, b) => (rest(b) < rest(a) ? b : a));
       return { positions, rest: rest(best), seconds: best.seconds, experts: passExperts(best) };
     });
@@ -206,9 +206,9 @@ export interface MachineProfile {
   disk_concurrency?: number;
   kinds: Record<KindName, KindFigure>;
   verify: { positions: number; factor: number }[];
-  /** The same passes without their lm_head (a prompt computes one row of it, a verify pass
-   * every position's): the layers' factor, which a prefill's passes follow. */
-  layers_verify?: { positions: number; factor: number }[];
+  /** g' of a prompt's passes (prefillFactor below): 1 at one token, and at the resident
+   * run's timed prefill. */
+  prefill_factor?: { positions: number; factor: number }[];
   /** How the forecast did on the slice this profile was measured on (native/src/forecast.h). */
   check?: { configurations: number; within: number; worst: number };
 }
@@ -245,8 +245,48 @@ export function makeProfile(
     ...(disk.concurrency ? { disk_concurrency: disk.concurrency } : {}),
     kinds,
     verify: verifyFactors(resident, expertSeconds).map(({ positions, factor }) => ({ positions, factor })),
-    layers_verify: verifyFactors(resident, expertSeconds, true).map(({ positions, factor }) => ({ positions, factor })),
   };
+}
+
+/** The slice's shape as the forecast sees it (native/src/forecast.c's forecast_pass). */
+export interface PrefillShape {
+  /** Trunk bytes per layer, and which layers are MoE. */
+  layerBytes: number[];
+  moe: boolean[];
+  /** One routed expert's slot bytes, experts per layer, experts per token. */
+  expertBytes: number;
+  experts: number;
+  topK: number;
+}
+
+/**
+ * g' at the resident run's timed prefill (one pass of n tokens, lm_head for the last only):
+ * the forecast's compute of that pass is linear in g,
+ *   T(g) = sum_l s_l (t_l g + [moe] (D + (k n - D) (g - 1) / (n - 1)) e) + s_h h,
+ * with s the kind's seconds per byte, t the layer's trunk bytes, e an expert's, h the
+ * lm_head's, D = E (1 - (1 - k / E)^n) the distinct experts; so g is what makes T the
+ * pass's compute (its seconds less its waits). Undefined without a prefill of 2 or more
+ * tokens in one pass.
+ */
+export function prefillFactor(run: ScaleRun, shape: PrefillShape): { positions: number; factor: number }[] | undefined {
+  const p = run.prefill;
+  if (!p || p.passes !== 1 || p.tokens < 2) return undefined;
+  const kinds = kindFigures(run);
+  const n = p.tokens;
+  const { experts: E, topK: k, expertBytes: e } = shape;
+  const D = E * (1 - (1 - k / E) ** n);
+  const pairs = (k * n - D) / (n - 1);
+  let a = (kinds.lm_head.seconds / kinds.lm_head.bytes) * kinds.lm_head.bytes;
+  let b = 0;
+  shape.layerBytes.forEach((t, l) => {
+    const kind = kinds[layerKind(run, l)];
+    const s = kind.seconds / kind.bytes;
+    b += s * t + (shape.moe[l] ? s * pairs * e : 0);
+    a += shape.moe[l] ? s * (D - pairs) * e : 0;
+  });
+  const compute = p.pass.seconds - passWaits(p.pass);
+  const g = (compute - a) / b;
+  return g >= 1 ? [{ positions: 1, factor: 1 }, { positions: n, factor: g }] : undefined;
 }
 
 /** One row of `k3 forecast --json`. */

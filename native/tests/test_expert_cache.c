@@ -147,9 +147,13 @@ static int ec_matches(const st_set *set, int l, int e, const moe_expert *x) {
     return 1;
 }
 
-/* Runs one job over experts (ascending) of layer l, checking every byte; 1 if all match. */
-static int ec_job(expert_cache *ec, const st_set *set, int l, const int *experts, int n) {
+/* Runs one job over experts (ascending) of layer l, checking every byte, while guessing
+ * `guess` (g of them; none when g is 0) for layer l + 1; 1 if all match. */
+static int ec_job_guessing(expert_cache *ec, const st_set *set, int l, const int *experts, int n, const int *guess,
+                           int g) {
     expert_cache_begin(ec, l, experts, n);
+    if (g > 0)
+        expert_cache_prefetch(ec, l + 1, guess, g);
     int ok = 1;
     for (int i = 0; i < n && ok; i++) {
         moe_expert x;
@@ -164,6 +168,10 @@ static int ec_job(expert_cache *ec, const st_set *set, int l, const int *experts
     }
     expert_cache_end(ec);
     return ok;
+}
+
+static int ec_job(expert_cache *ec, const st_set *set, int l, const int *experts, int n) {
+    return ec_job_guessing(ec, set, l, experts, n, NULL, 0);
 }
 
 TEST(expert_cache_serves_every_expert_byte_for_byte_and_counts_retained_and_evictions) {
@@ -334,21 +342,6 @@ TEST(expert_cache_shard_truncated_after_opening_fails_with_expert_read_not_a_par
     }
 }
 
-/* Runs job experts (n) of layer l while guessing `guess` (g) for layer l + 1; consumes it. */
-static int ec_job_guessing(expert_cache *ec, const st_set *set, int l, const int *experts, int n, const int *guess,
-                           int g) {
-    expert_cache_begin(ec, l, experts, n);
-    expert_cache_prefetch(ec, l + 1, guess, g);
-    int ok = 1;
-    for (int i = 0; i < n && ok; i++) {
-        moe_expert x;
-        k3_error err = {0};
-        ok = expert_cache_get(ec, i, &x, &err) == K3_OK && ec_matches(set, l, experts[i], &x);
-        expert_cache_release(ec, i);
-    }
-    expert_cache_end(ec);
-    return ok;
-}
 
 TEST(expert_cache_early_reads_warm_the_next_job_and_count_guesses_routed_and_used) {
     char dir[64];

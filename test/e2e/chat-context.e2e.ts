@@ -172,7 +172,11 @@ describe('chat context with a local model that chats', () => {
       await outgrowContext(s);
       const [conv] = savedConversations(s);
       assert.ok((conv.notSent ?? 0) > 0);
-      await chat.locator('#not-sent').scrollIntoViewIfNeeded();
+      // The marker is drawn again while the last reply settles: scroll to it once it has.
+      await chat.locator('.message.assistant[data-state="done"]:last-child').waitFor({ timeout: 120_000 });
+      const marker = chat.locator('#not-sent');
+      await marker.waitFor({ state: 'visible' });
+      await marker.scrollIntoViewIfNeeded();
       await s.screenshot('chat-context-long-conversation');
     });
   });

@@ -5,7 +5,7 @@
 // and the profile's fields.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { diskConcurrency, kindFigures, makeProfile, passHitRate, verifyFactors, type LayerRecord, type Pass, type ScaleRun } from '../../scripts/bench/lib/scale-profile';
+import { diskConcurrency, kindFigures, makeProfile, passHitRate, prefillFactor, verifyFactors, type LayerRecord, type Pass, type ScaleRun } from '../../scripts/bench/lib/scale-profile';
 
 /** A layer record: mixer and FFN seconds, bytes, waits, distinct experts. */
 function rec(mixer: number, ffn: number, bytes: number, experts = 0, wait = 0): LayerRecord {
@@ -116,4 +116,23 @@ test('the hit rate of a run is one minus the experts read over the experts asked
   assert.equal(passHitRate([p(16, 16 * slot), p(16, 4 * slot)], slot), 1 - 20 / 32);
   assert.equal(passHitRate([p(16, 0)], slot), 1);
   assert.equal(passHitRate([], slot), 1, 'no request: nothing was missed');
+});
+
+test('g\' comes from a prefill timed in one pass: a slower prefill gives a larger factor, and none without such a pass', () => {
+  const shape = { layerBytes: [2e9, 0.9e9, 0.4e9], moe: [false, true, true], expertBytes: 1e7, experts: 8, topK: 2 };
+  const prefill = (seconds: number, passes = 1, tokens = 64) => ({
+    ...run,
+    prefill: { tokens, batch: 64, batch_sized: 0, passes, trunk_layer_reads: 0, streamed_layers: 0, pass: { ...pass(1), seconds } },
+  });
+  assert.equal(prefillFactor(run, shape), undefined, 'no prefill');
+  assert.equal(prefillFactor(prefill(20, 2), shape), undefined, 'two passes');
+  assert.equal(prefillFactor(prefill(20, 1, 1), shape), undefined, 'one token');
+  const slow = prefillFactor(prefill(40), shape);
+  const fast = prefillFactor(prefill(20), shape);
+  assert.ok(slow && fast);
+  assert.deepEqual(fast[0], { positions: 1, factor: 1 });
+  assert.equal(fast[1].positions, 64);
+  assert.ok(slow[1].factor > fast[1].factor && fast[1].factor > 1, `${fast[1].factor} then ${slow[1].factor}`);
+  // Faster than one step's own work is no factor at all.
+  assert.equal(prefillFactor(prefill(0.1), shape), undefined);
 });

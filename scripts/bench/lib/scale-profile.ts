@@ -276,7 +276,7 @@ export function prefillFactor(run: ScaleRun, shape: PrefillShape): { positions: 
   const { experts: E, topK: k, expertBytes: e } = shape;
   const D = E * (1 - (1 - k / E) ** n);
   const pairs = (k * n - D) / (n - 1);
-  let a = (kinds.lm_head.seconds / kinds.lm_head.bytes) * kinds.lm_head.bytes;
+  let a = kinds.lm_head.seconds; // the prompt's one row of logits
   let b = 0;
   shape.layerBytes.forEach((t, l) => {
     const kind = kinds[layerKind(run, l)];

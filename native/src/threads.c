@@ -55,9 +55,21 @@
  * load; 20 us keeps the first, likeliest part of a wait a pure spin). */
 #define YIELD_SECONDS 20e-6
 
+typedef struct {
+    atomic_int next;
+    char pad[64 - sizeof(atomic_int)];
+} block_counter;
+
+/* A worker's own index among the loop's participants (the caller is 0). */
+typedef struct {
+    struct threads *pool;
+    int index;
+} worker_arg;
+
 struct threads {
     int n_threads;
     pthread_t *workers; /* (n_threads - 1) */
+    worker_arg *worker_args; /* (n_threads - 1) */
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
     _Atomic uint64_t loop;
@@ -68,36 +80,55 @@ struct threads {
     threads_fn fn;
     void *arg;
     int n_items, grain;
-    atomic_int next_chunk;
+    /* (n_threads) the next chunk of each participant's block, relative to its start; each
+     * on its own line (two threads taking chunks would otherwise pass the line back and
+     * forth). */
+    block_counter *next;
     _Atomic uintptr_t fault_addr; /* the first fault met in the current loop, or 0 */
 };
 
 /* Past any chunk index: set when a chunk faults, so nobody takes another. */
 #define NO_MORE_CHUNKS (1 << 30)
 
-static void run_chunks(threads *p) {
-    const int n_chunks = (p->n_items + p->grain - 1) / p->grain;
-    for (;;) {
-        const int c = atomic_fetch_add(&p->next_chunk, 1);
-        if (c >= n_chunks)
-            return;
-        const int begin = c * p->grain;
-        const int end = begin + p->grain < p->n_items ? begin + p->grain : p->n_items;
-        p->fn(p->arg, begin, end);
+/* The chunks are cut into one contiguous block per participant, and participant i takes
+ * its own block's chunks first, then helps with the blocks after it (i + 1, ...,
+ * wrapping round). So when every participant joins, a given participant computes the
+ * same items in every loop of the same shape, and a product's rows and the heads that
+ * read them (KDA's per-head columns of q, k and v) land on the same core: on the 2-vCPU
+ * VMs a line written by the other core costs a 0.5 us round trip. A participant that is
+ * late or never joins changes only who computes its block, never what (threads.h). */
+static int block_start(int n_chunks, int n_blocks, int b) {
+    return (int)((long)n_chunks * b / n_blocks);
+}
+
+static void run_chunks(threads *p, int self) {
+    const int n_chunks = (p->n_items + p->grain - 1) / p->grain, T = p->n_threads;
+    for (int k = 0; k < T; k++) {
+        const int b = (self + k) % T;
+        const int first = block_start(n_chunks, T, b), count = block_start(n_chunks, T, b + 1) - first;
+        for (;;) {
+            const int c = atomic_fetch_add(&p->next[b].next, 1);
+            if (c >= count)
+                break;
+            const int begin = (first + c) * p->grain;
+            const int end = begin + p->grain < p->n_items ? begin + p->grain : p->n_items;
+            p->fn(p->arg, begin, end);
+        }
     }
 }
 
 /* run_chunks, catching a fault on the shards: it is recorded (the first one) and ends the
  * loop's work for everyone. */
-static void run_chunks_caught(threads *p) {
+static void run_chunks_caught(threads *p, int self) {
     fault_point pt;
     if (FAULT_CATCH(&pt)) {
         uintptr_t none = 0;
         atomic_compare_exchange_strong(&p->fault_addr, &none, (uintptr_t)pt.addr);
-        atomic_store(&p->next_chunk, NO_MORE_CHUNKS);
+        for (int b = 0; b < p->n_threads; b++)
+            atomic_store(&p->next[b].next, NO_MORE_CHUNKS);
         return;
     }
-    run_chunks(p);
+    run_chunks(p, self);
     fault_disarm(&pt);
 }
 
@@ -147,7 +178,9 @@ static int join_loop(threads *p, uint64_t gen) {
 }
 
 static void *worker_main(void *arg) {
-    threads *p = arg;
+    const worker_arg *wa = arg;
+    threads *p = wa->pool;
+    const int self = wa->index;
     /* The generation when the pool was made, not when this thread happened to start: a
      * worker that starts after a loop was published still joins it while it is open. */
     uint64_t seen = 0;
@@ -165,7 +198,7 @@ static void *worker_main(void *arg) {
         seen = LOOP_GEN(atomic_load(&p->loop));
         if (!join_loop(p, seen))
             continue; /* closed already: every chunk was taken without us */
-        run_chunks_caught(p);
+        run_chunks_caught(p, self);
         const uint64_t before = atomic_fetch_sub(&p->loop, 1);
         if ((before & LOOP_INSIDE) == 1 && !(before & LOOP_OPEN) && atomic_load(&p->waiting)) {
             pthread_mutex_lock(&p->mu);
@@ -186,14 +219,21 @@ k3_status threads_new(int n_threads, threads **out, k3_error *err) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
+    p->next = aligned_alloc(64, sizeof(block_counter) * (size_t)n_threads);
+    if (!p->next) {
+        free(p);
+        return error_set(err, K3_ERR_OUT_OF_MEMORY, "thread pool: out of memory");
+    }
     if (n_threads > 1) {
         p->workers = calloc((size_t)n_threads - 1, sizeof *p->workers);
-        if (!p->workers) {
+        p->worker_args = calloc((size_t)n_threads - 1, sizeof *p->worker_args);
+        if (!p->workers || !p->worker_args) {
             threads_free(p);
             return error_set(err, K3_ERR_OUT_OF_MEMORY, "thread pool: out of memory");
         }
         for (int i = 0; i < n_threads - 1; i++) {
-            if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) {
+            p->worker_args[i] = (worker_arg){p, i + 1};
+            if (pthread_create(&p->workers[i], NULL, worker_main, &p->worker_args[i]) != 0) {
                 p->n_threads = i + 1; /* only the started ones are joined */
                 threads_free(p);
                 return error_set(err, K3_ERR_INTERNAL, "thread pool: could not start thread %d of %d", i + 2, n_threads);
@@ -216,6 +256,8 @@ void threads_free(threads *p) {
             pthread_join(p->workers[i], NULL);
         free(p->workers);
     }
+    free(p->worker_args);
+    free(p->next);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->done);
@@ -241,7 +283,8 @@ void threads_run(threads *p, int n_items, int grain, threads_fn fn, void *arg) {
     p->arg = arg;
     p->n_items = n_items;
     p->grain = grain;
-    atomic_store(&p->next_chunk, 0);
+    for (int b = 0; b < p->n_threads; b++)
+        atomic_store(&p->next[b].next, 0);
     const uint64_t gen = LOOP_GEN(atomic_load(&p->loop)) + 1;
     atomic_store(&p->loop, (gen << 32) | LOOP_OPEN);
     if (atomic_load(&p->sleepers)) {
@@ -249,7 +292,7 @@ void threads_run(threads *p, int n_items, int grain, threads_fn fn, void *arg) {
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
     }
-    run_chunks_caught(p);
+    run_chunks_caught(p, 0);
     const uint64_t closed = atomic_fetch_and(&p->loop, ~LOOP_OPEN) & ~LOOP_OPEN;
     /* The workers inside are running a chunk, not asleep: usually a short wait. */
     if ((closed & LOOP_INSIDE) && !spin_until(p, nobody_inside, 0)) {

@@ -21,7 +21,8 @@ void threads_free(threads *pool);
 int threads_count(const threads *pool);
 
 /* Runs fn over [0, n_items) split into contiguous chunks of `grain` items (the last may be
- * shorter), chunks handed out dynamically; returns when all are done. pool may be NULL
+ * shorter); each thread takes the chunks of its own contiguous block of them first, then
+ * helps with the others' (threads.c); returns when all are done. pool may be NULL
  * (runs inline). A chunk that faults on the mapped shards (fault.h) stops the loop; once
  * every worker has left it, the fault goes to the calling thread's recovery point. */
 void threads_run(threads *pool, int n_items, int grain, threads_fn fn, void *arg);

@@ -23,30 +23,32 @@ long kda_journal_row_floats(const kda_dims *dm) {
 
 long kda_scratch_floats(const kda_dims *dm, int n) {
     const long p = (long)dm->heads * dm->head_dim;
-    return (long)n * (6 * p + dm->gate_rank + dm->heads) + 2 * p;
+    return (long)n * (6 * p + dm->gate_rank + dm->heads) + p;
 }
 
-/* Shifts one token's pre-conv projection u (P) into the history hist (conv_k-1, P). */
-static void conv_shift(float *hist, int k, int p, const float *u) {
-    if (k > 1) {
-        memmove(hist, hist + p, sizeof(float) * (size_t)(k - 2) * p);
-        memcpy(hist + (long)(k - 2) * p, u, sizeof(float) * p);
-    }
+/* Shifts one token's pre-conv projection u (width channels) into the history hist
+ * (conv_k-1 rows, `stride` floats apart, the same channels of each). */
+static void conv_shift(float *hist, int k, long stride, int width, const float *u) {
+    for (int j = 0; j + 1 < k - 1; j++)
+        memcpy(hist + (long)j * stride, hist + (long)(j + 1) * stride, sizeof(float) * (size_t)width);
+    if (k > 1)
+        memcpy(hist + (long)(k - 2) * stride, u, sizeof(float) * (size_t)width);
 }
 
-/* Causal depthwise conv of one token's projection u (P) with the carried pre-conv history
- * hist (conv_k-1, P), oldest first; writes silu(conv) to y and shifts u into the history. */
-static void short_conv(const float *taps, float *hist, int k, int p, const float *u, float *y) {
-    for (int c = 0; c < p; c++) {
+/* Causal depthwise conv of `width` channels of one token's projection u with their carried
+ * pre-conv history hist (conv_k-1 rows `stride` apart, oldest first); writes silu(conv)
+ * to y and shifts u into the history. Each channel's sum is the same whatever the width. */
+static void short_conv(const float *taps, float *hist, int k, long stride, int width, const float *u, float *y) {
+    for (int c = 0; c < width; c++) {
         const float *w = taps + (long)c * k;
         float acc = 0.0f;
         for (int j = 0; j < k - 1; j++)
-            acc += w[j] * hist[(long)j * p + c];
+            acc += w[j] * hist[(long)j * stride + c];
         acc += w[k - 1] * u[c];
         y[c] = acc;
     }
-    ops_silu_n(y, p);
-    conv_shift(hist, k, p, u);
+    ops_silu_n(y, width);
+    conv_shift(hist, k, stride, width, u);
 }
 
 /* One key row of a head's state (d values): decay it by alpha, then add it times k_i into
@@ -150,18 +152,79 @@ static inline __attribute__((always_inline)) void pass_write_read(float *restric
     }
 }
 
-/* What one head's recurrence reads and writes for a batch. Rows of q, k, v, decay and o
- * are (n, P) with the head's D columns at h * D; beta is (n, H), already a sigmoid. */
+/* What one head reads and writes for a batch. Rows of q, k, v, gate, decay and o are
+ * (n, P) with the head's D columns at h * D; beta is (n, H). Each head turns its own
+ * columns of the projections into the recurrence's inputs (conv, decay, beta) before its
+ * tokens, and gates its output after: element-wise or per channel, so where it runs
+ * changes no bit, and on several threads none of it waits on one. */
 typedef struct {
     const kda_dims *dm;
     const kda_weights *w;
-    float *state;              /* the layer's S (H, D, D) */
-    float *q, *k;              /* post-conv q and k, normalised here in place */
-    const float *v, *decay, *beta;
+    float *state;              /* the layer's S (H, D, D), then the conv history */
+    float *q, *k, *v;          /* pre-conv projections: made post-conv here, q and k normalised */
+    const float *gate;         /* output gate logits */
+    float *decay;              /* decay-gate pre-activation, made the decay here */
+    float *beta;               /* b projection, made its sigmoid here */
     float *o;
     float *u;                  /* (H, D) one row of scratch per head */
+    float *journal;            /* NULL, or (n, kda_journal_row_floats) */
     int n;
 } heads_job;
+
+/* Head h's columns of the batch's inputs to the recurrence: the pre-conv projections to
+ * the journal, the short conv (token by token, each channel its own history), the decay
+ * e^g with g = lb * sigmoid(a * (z + dt)) or -a * softplus(z + dt), a = e^A_log, and
+ * sigmoid(beta). */
+static void head_inputs(const heads_job *j, int h) {
+    const kda_dims *dm = j->dm;
+    const int H = dm->heads, D = dm->head_dim, P = H * D, K = dm->conv_k;
+    const long off = (long)h * D, row = kda_journal_row_floats(dm), hist_stride = (long)(K - 1) * P;
+    float *hist = j->state + (long)H * D * D + off;
+    float *conv_out = j->u + off;
+    float *proj[3] = {j->q, j->k, j->v};
+    for (int t = 0; t < j->n; t++)
+        for (int i = 0; i < 3; i++) {
+            float *u = proj[i] + (long)t * P + off;
+            if (j->journal)
+                memcpy(j->journal + t * row + i * P + off, u, sizeof(float) * D);
+            short_conv(j->w->conv[i] + off * K, hist + i * hist_stride, K, P, D, u, conv_out);
+            memcpy(u, conv_out, sizeof(float) * D);
+        }
+    const float a = expf(j->w->a_log[h]);
+    const float *dt = j->w->dt_bias + off;
+    for (int t = 0; t < j->n; t++) {
+        float *zt = j->decay + (long)t * P + off;
+        if (dm->lower_bound_gate) {
+            for (int i = 0; i < D; i++)
+                zt[i] = a * (zt[i] + dt[i]);
+            ops_sigmoid_n(zt, D, zt);
+            for (int i = 0; i < D; i++)
+                zt[i] = dm->gate_lower_bound * zt[i];
+        } else {
+            for (int i = 0; i < D; i++)
+                zt[i] = -a * ops_softplus(zt[i] + dt[i]);
+        }
+        ops_exp_n(zt, D);
+        ops_sigmoid_n(j->beta + (long)t * H + h, 1, j->beta + (long)t * H + h);
+    }
+}
+
+/* After head h's tokens: what the state consumed to the journal (k as normalised), and the
+ * output gate on its columns of o. */
+static void head_outputs(const heads_job *j, int h) {
+    const int H = j->dm->heads, D = j->dm->head_dim, P = H * D;
+    const long off = (long)h * D, row = kda_journal_row_floats(j->dm);
+    for (int t = 0; j->journal && t < j->n; t++) {
+        float *r = j->journal + t * row + 3L * P + off;
+        const long at = (long)t * P + off;
+        memcpy(r, j->k + at, sizeof(float) * D);
+        memcpy(r + P, j->v + at, sizeof(float) * D);
+        memcpy(r + 2L * P, j->decay + at, sizeof(float) * D);
+        j->journal[t * row + 6L * P + h] = j->beta[(long)t * H + h];
+    }
+    for (int t = 0; t < j->n; t++)
+        ops_mul_sigmoid(j->o + (long)t * P + off, j->gate + (long)t * P + off, D);
+}
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 /* The state's rows in 16 (AVX-512) or 8 (AVX2) lanes; element-wise either way, so the bits
@@ -173,6 +236,7 @@ static void run_heads(void *arg, int h0, int h1) {
     const int H = j->dm->heads, D = j->dm->head_dim, P = H * D;
     const float q_scale = 1.0f / sqrtf((float)D);
     for (int h = h0; h < h1; h++) {
+        head_inputs(j, h);
         float *Sh = j->state + (long)h * D * D, *u = j->u + (long)h * D;
         /* Tokens in order within the head: the head's state stays in cache for the batch. */
         for (int t = 0; t < j->n; t++) {
@@ -192,6 +256,7 @@ static void run_heads(void *arg, int h0, int h1) {
             /* The head-wise RMSNorm. */
             ops_rmsnorm(oh, j->w->o_norm, D, j->dm->norm_eps, oh);
         }
+        head_outputs(j, h);
     }
 }
 
@@ -212,8 +277,7 @@ void kda_forward(const kda_dims *dm, const kda_weights *w, float *state, const f
     float *o = z + (long)n * P;           /* (n, P) attention output */
     float *fa = o + (long)n * P;          /* (n, gate_rank) */
     float *beta = fa + (long)n * dm->gate_rank; /* (n, H) */
-    float *conv_out = beta + (long)n * H;      /* (P) one token's conv output */
-    float *u = conv_out + P;                    /* (H, D) S^T k, then v - S^T k, per head */
+    float *u = beta + (long)n * H;       /* (H, D) per head: the conv's output, then S^T k and v - S^T k */
 
     const kernels_product from_x[] = {
         {&w->q, uq, P}, {&w->k, uk, P}, {&w->v, uv, P}, {&w->g, gate, P}, {&w->f_a, fa, dm->gate_rank}, {&w->b, beta, H},
@@ -221,53 +285,10 @@ void kda_forward(const kda_dims *dm, const kda_weights *w, float *state, const f
     kernels_matmul_same_input(impl, from_x, 6, x, d, n, pool);
     kernels_matmul(impl, &w->f_b, fa, dm->gate_rank, n, z, P, pool);
 
-    float *hist = state + (long)H * D * D;
-    const long hist_stride = (long)(dm->conv_k - 1) * P;
-    /* The conv needs only the projections, so it runs for the whole batch first. */
-    const long row = kda_journal_row_floats(dm);
-    for (int t = 0; t < n; t++) {
-        float *proj[3] = {uq + (long)t * P, uk + (long)t * P, uv + (long)t * P};
-        for (int i = 0; i < 3; i++) {
-            if (journal)
-                memcpy(journal + t * row + i * P, proj[i], sizeof(float) * P);
-            short_conv(w->conv[i], hist + i * hist_stride, dm->conv_k, P, proj[i], conv_out);
-            memcpy(proj[i], conv_out, sizeof(float) * P);
-        }
-    }
-    ops_sigmoid_n(beta, (long)n * H, beta);
-    /* Per key row: the decay e^g, with g = lb * sigmoid(a * (z + dt)) or -a * softplus(z + dt),
-     * a = e^A_log per head. */
-    for (int t = 0; t < n; t++)
-        for (int h = 0; h < H; h++) {
-            const float a = expf(w->a_log[h]);
-            float *zt = z + (long)t * P + h * D;
-            const float *dt = w->dt_bias + h * D;
-            if (dm->lower_bound_gate) {
-                for (int i = 0; i < D; i++)
-                    zt[i] = a * (zt[i] + dt[i]);
-                ops_sigmoid_n(zt, D, zt);
-                for (int i = 0; i < D; i++)
-                    zt[i] = dm->gate_lower_bound * zt[i];
-            } else {
-                for (int i = 0; i < D; i++)
-                    zt[i] = -a * ops_softplus(zt[i] + dt[i]);
-            }
-        }
-    ops_exp_n(z, (long)n * P);
-
     /* Per token and state element: the read into u, the delta write, the read into o. */
     kernels_note_multiply_adds(3ull * (uint64_t)n * H * D * D);
-    heads_job job = {dm, w, state, uq, uk, uv, z, beta, o, u, n};
+    heads_job job = {dm, w, state, uq, uk, uv, gate, z, beta, o, u, journal, n};
     threads_run(n >= PARALLEL_HEADS_MIN_TOKENS ? pool : NULL, H, 1, run_heads, &job);
-    /* run_heads normalised k in place: the journal keeps what the state consumed. */
-    for (int t = 0; journal && t < n; t++) {
-        float *r = journal + t * row + 3L * P;
-        memcpy(r, uk + (long)t * P, sizeof(float) * P);
-        memcpy(r + P, uv + (long)t * P, sizeof(float) * P);
-        memcpy(r + 2L * P, z + (long)t * P, sizeof(float) * P);
-        memcpy(r + 3L * P, beta + (long)t * H, sizeof(float) * H);
-    }
-    ops_mul_sigmoid(o, gate, (long)n * P);
     kernels_matmul(impl, &w->o, o, P, n, out, d, pool);
 }
 
@@ -314,7 +335,7 @@ void kda_advance_journal(const kda_dims *dm, float *state, const float *journal,
     const long hist_stride = (long)(dm->conv_k - 1) * P;
     for (int t = 0; t < keep; t++)
         for (int i = 0; i < 3; i++)
-            conv_shift(hist + i * hist_stride, dm->conv_k, P, journal + t * row + i * P);
+            conv_shift(hist + i * hist_stride, dm->conv_k, P, P, journal + t * row + i * P);
     advance_job job = {dm, state, journal, scratch, keep};
     threads_run(keep >= PARALLEL_HEADS_MIN_TOKENS ? pool : NULL, H, 1, advance_heads, &job);
 }

@@ -11,12 +11,27 @@ long moe_mlp_scratch_floats(int inter, int n) {
     return 2L * n * inter;
 }
 
+/* SiTU over a batch's rows of gate and up, a token's row on any thread (element-wise). */
+typedef struct {
+    float *g;
+    const float *u;
+    int inter;
+    float beta, linear_beta;
+} situ_job;
+
+static void situ_rows(void *arg, int t0, int t1) {
+    const situ_job *j = arg;
+    const long at = (long)t0 * j->inter;
+    ops_situ(j->g + at, j->u + at, (t1 - t0) * j->inter, j->beta, j->linear_beta, j->g + at);
+}
+
 void moe_mlp_forward(const moe_mlp *w, int d, int inter, float beta, float linear_beta, const float *x, int n,
                      float *out, float *scratch, const kernels_impl *impl, threads *pool) {
     float *g = scratch, *u = scratch + (long)n * inter;
     const kernels_product from_x[] = {{&w->gate, g, inter}, {&w->up, u, inter}};
     kernels_matmul_same_input(impl, from_x, 2, x, d, n, pool);
-    ops_situ(g, u, n * inter, beta, linear_beta, g);
+    situ_job sj = {g, u, inter, beta, linear_beta};
+    threads_run(n >= 4 ? pool : NULL, n, 8, situ_rows, &sj);
     kernels_matmul(impl, &w->down, g, inter, n, out, d, pool);
 }
 
@@ -32,7 +47,7 @@ long moe_scratch_floats(const moe_dims *dm, int n) {
     const long pairs = (long)n * dm->top_k, E = dm->n_experts;
     const long shared = moe_mlp_scratch_floats(widest_mlp(dm), n);
     const long routed = pairs * moe_mlp_scratch_floats(dm->inter, 1);
-    return (long)n * (E + 2L * dm->latent + dm->hidden + 3L * dm->top_k) + 5 * E + 1 + KERNELS_ALIGN_FLOATS +
+    return (long)n * (E + 2L * dm->latent + dm->hidden + 4L * dm->top_k) + 4 * E + 1 + KERNELS_ALIGN_FLOATS +
            2 * pairs * dm->latent + (shared > routed ? shared : routed);
 }
 
@@ -66,13 +81,14 @@ static void run_experts(void *arg, int begin, int end) {
     }
 }
 
-/* Top-k of s + bias (ties: lower index), written to sel in ascending expert order with
- * their unbiased, renormalised, scaled weights. score: (n_experts) scratch. */
-static void route(const moe_dims *dm, const float *logits, const float *bias, int *sel, float *weight,
-                  float *score) {
+/* Top-k of s + bias (ties: lower index), s = sigmoid(logits), written to sel in ascending
+ * expert order with their unbiased, renormalised, scaled weights. The row of logits is
+ * overwritten with s (nothing reads the raw logits after routing), so a token needs no
+ * scratch of its own and the batch's tokens route on any thread. */
+static void route(const moe_dims *dm, float *logits, const float *bias, int *sel, float *weight) {
     int chosen = 0;
     for (int e = 0; e < dm->n_experts; e++)
-        score[e] = ops_sigmoid(logits[e]) + (bias ? bias[e] : 0.0f);
+        logits[e] = ops_sigmoid(logits[e]);
     /* Selection by repeated max over a small n_experts keeps ties deterministic. */
     for (int k = 0; k < dm->top_k; k++) {
         int best = -1;
@@ -83,7 +99,7 @@ static void route(const moe_dims *dm, const float *logits, const float *bias, in
                 taken |= sel[j] == e;
             if (taken)
                 continue;
-            const float v = score[e];
+            const float v = logits[e] + (bias ? bias[e] : 0.0f);
             if (best < 0 || v > best_v) {
                 best = e;
                 best_v = v;
@@ -100,13 +116,68 @@ static void route(const moe_dims *dm, const float *logits, const float *bias, in
         }
     double sum = 0.0;
     for (int i = 0; i < dm->top_k; i++) {
-        weight[i] = ops_sigmoid(logits[sel[i]]);
+        weight[i] = logits[sel[i]];
         sum += weight[i];
     }
     for (int i = 0; i < dm->top_k; i++) {
         if (dm->renormalize && dm->top_k > 1)
             weight[i] = (float)(weight[i] / (sum + 1e-20));
         weight[i] *= dm->routed_scale;
+    }
+}
+
+/* The per-token steps of a batch around its experts, each token on any thread (the same
+ * bits: a token's arithmetic is its own). */
+typedef struct {
+    const moe_dims *dm;
+    const moe_weights *w;
+    float *logits;     /* (n, E) */
+    int *sel;          /* (n, K) */
+    float *weight;     /* (n, K) */
+    const int *pos;    /* (n, K) the row of pair (t, k) among the experts' outputs */
+    const float *ye;   /* (pairs, latent) the experts' outputs */
+    const float *z;    /* (n, latent) the routed input */
+    float *ze;         /* (pairs, latent) gathered inputs */
+    const int *members;
+    float *y;          /* (n, latent) */
+} tokens_job;
+
+/* Batches below this many tokens run their per-token steps on the calling thread: a hand-
+ * out costs about what one token's routing does. */
+#define PARALLEL_TOKENS_MIN 4
+
+static void route_tokens(void *arg, int t0, int t1) {
+    const tokens_job *j = arg;
+    const int E = j->dm->n_experts, K = j->dm->top_k;
+    for (int t = t0; t < t1; t++)
+        route(j->dm, j->logits + (long)t * E, j->w->router_bias, j->sel + (long)t * K, j->weight + (long)t * K);
+}
+
+/* Pair p's input row: its token's routed input. */
+static void gather_pairs(void *arg, int p0, int p1) {
+    const tokens_job *j = arg;
+    const int Lt = j->dm->latent;
+    for (int p = p0; p < p1; p++)
+        memcpy(j->ze + (long)p * Lt, j->z + (long)j->members[p] * Lt, sizeof(float) * Lt);
+}
+
+/* y[t] = the sum of token t's experts' outputs times their weights, from 0 in ascending
+ * expert order (the order accumulate() sums in), then the latent norm. */
+static void sum_tokens(void *arg, int t0, int t1) {
+    const tokens_job *j = arg;
+    const int K = j->dm->top_k, Lt = j->dm->latent;
+    for (int t = t0; t < t1; t++) {
+        float *yt = j->y + (long)t * Lt;
+        for (int c = 0; c < Lt; c++)
+            yt[c] = 0.0f;
+        for (int k = 0; k < K; k++) {
+            const float wt = j->weight[(long)t * K + k];
+            const float *src = j->ye + (long)j->pos[(long)t * K + k] * Lt;
+            for (int c = 0; c < Lt; c++)
+                yt[c] += wt * src[c];
+        }
+        if (j->dm->latent_norm)
+            ops_rmsnorm(yt, j->w->latent_norm, Lt, j->dm->norm_eps, yt);
     }
 }
 
@@ -129,14 +200,14 @@ static void accumulate(const int *sel, const float *weight, int K, int e, const 
 
 /* The next layer's likely experts for the n tokens of next->x: its router and its top-k
  * rule per token, the union ascending in list; returns the count. Uses logits (n, E),
- * sel (K), weight (K), score (E) and seen (E) as scratch. */
+ * sel (K), weight (K) and seen (E) as scratch. */
 static int guess_next(const moe_dims *dm, const moe_next *next, int n, float *logits, int *sel, float *weight,
-                      float *score, int *seen, int *list, const kernels_impl *impl, threads *pool) {
+                      int *seen, int *list, const kernels_impl *impl, threads *pool) {
     const int d = dm->hidden, E = dm->n_experts, K = dm->top_k;
     kernels_matmul(impl, &next->w->router, next->x, d, n, logits, E, pool);
     memset(seen, 0, sizeof(int) * (size_t)E);
     for (int t = 0; t < n; t++) {
-        route(dm, logits + (long)t * E, next->w->router_bias, sel, weight, score);
+        route(dm, logits + (long)t * E, next->w->router_bias, sel, weight);
         for (int k = 0; k < K; k++)
             seen[sel[k]] = 1;
     }
@@ -161,14 +232,15 @@ k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const moe_next *
     int *list = members + (long)n * K;       /* (E) the distinct experts chosen, ascending */
     int *first = list + E;                   /* (E + 1), then slot (E): see below */
     int *fill = first + 2 * E + 1;           /* (E) */
-    float *score = (float *)(fill + E);      /* (E) one token's selection scores */
-    float *ze = kernels_align(score + E);    /* (n*K, latent) gathered inputs (mapped) or one expert's */
+    int *pos = fill + E;                     /* (n, K) where pair (t, k) is among the pairs (mapped) */
+    float *ze = kernels_align((float *)(pos + (long)n * K)); /* (n*K, latent) gathered inputs (mapped) or one expert's */
     float *ye = ze + (long)n * K * Lt;       /* (n*K, latent) outputs, the same way */
     float *mlp = ye + (long)n * K * Lt;      /* MLP scratch: the shared experts', then the routed ones' */
 
     kernels_matmul(impl, &w->router, x, d, n, logits, E, pool);
-    for (int t = 0; t < n; t++)
-        route(dm, logits + (long)t * E, w->router_bias, sel + (long)t * K, weight + (long)t * K, score);
+    threads *token_pool = n >= PARALLEL_TOKENS_MIN ? pool : NULL;
+    tokens_job tj = {dm, w, logits, sel, weight, pos, ye, z, ze, members, y};
+    threads_run(token_pool, n, 8, route_tokens, &tj);
     if (selected)
         memcpy(selected, sel, sizeof(int) * (size_t)n * K);
     /* The batch's distinct experts in ascending order: the order they are read and summed. */
@@ -189,7 +261,7 @@ k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const moe_next *
         /* The guess, in regions written later (logits, members, ze, fill, first), so
          * nothing it leaves behind is read: logits are done with, the rest not yet filled. */
         if (next && next->w) {
-            const int g = guess_next(dm, next, n, logits, members, ze, score, fill, first, impl, pool);
+            const int g = guess_next(dm, next, n, logits, members, ze, fill, first, impl, pool);
             expert_cache_prefetch(w->cache, next->w->cache_layer, first, g);
         }
     }
@@ -200,7 +272,6 @@ k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const moe_next *
         moe_mlp_forward(&w->shared, d, dm->shared_inter, dm->situ_beta, dm->situ_linear_beta, x, n, out, mlp, impl,
                         pool);
 
-    memset(y, 0, sizeof(float) * (size_t)n * Lt);
     /* The routed pairs grouped by expert in list order, tokens ascending within each. */
     int *slot = first + n_list + 1; /* (E) an expert's index in the list */
     for (int i = 0; i < n_list; i++)
@@ -214,16 +285,18 @@ k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const moe_next *
     for (int i = 0; i < n_list; i++)
         fill[i] = first[i];
     for (int t = 0; t < n; t++)
-        for (int k = 0; k < K; k++)
-            members[fill[slot[sel[t * K + k]]]++] = t;
+        for (int k = 0; k < K; k++) {
+            const int at = fill[slot[sel[t * K + k]]]++;
+            members[at] = t;
+            pos[t * K + k] = at;
+        }
     if (!w->cache) {
-        for (long p = 0; p < (long)n * K; p++)
-            memcpy(ze + p * Lt, z + (long)members[p] * Lt, sizeof(float) * Lt);
+        threads_run(token_pool, n * K, 32, gather_pairs, &tj);
         experts_job job = {dm, w, list, first, ze, ye, mlp, impl};
         threads_run(pool, n_list, 1, run_experts, &job);
-        for (int i = 0; i < n_list; i++)
-            accumulate(sel, weight, K, list[i], members + first[i], first[i + 1] - first[i], ye + (long)first[i] * Lt,
-                       Lt, y);
+        threads_run(token_pool, n, 8, sum_tokens, &tj);
+    } else {
+        memset(y, 0, sizeof(float) * (size_t)n * Lt);
     }
     for (int i = 0; w->cache && i < n_list; i++) {
         const int e = list[i], m = first[i + 1] - first[i];
@@ -245,10 +318,10 @@ k3_status moe_forward(const moe_dims *dm, const moe_weights *w, const moe_next *
     if (w->cache) {
         fault_disarm(&batch);
         expert_cache_end(w->cache);
+        if (dm->latent_norm)
+            for (int t = 0; t < n; t++)
+                ops_rmsnorm(y + (long)t * Lt, w->latent_norm, Lt, dm->norm_eps, y + (long)t * Lt);
     }
-    if (dm->latent_norm)
-        for (int t = 0; t < n; t++)
-            ops_rmsnorm(y + (long)t * Lt, w->latent_norm, Lt, dm->norm_eps, y + (long)t * Lt);
     kernels_matmul(impl, &w->up_proj, y, Lt, n, up, d, pool);
     if (dm->shared_inter > 0) {
         for (long i = 0; i < (long)n * d; i++)

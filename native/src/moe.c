@@ -11,6 +11,10 @@ long moe_mlp_scratch_floats(int inter, int n) {
     return 2L * n * inter;
 }
 
+/* Batches below this many tokens run their per-token steps on the calling thread: a hand-
+ * out costs about what one token's routing does. */
+#define PARALLEL_TOKENS_MIN 4
+
 /* SiTU over a batch's rows of gate and up, a token's row on any thread (element-wise). */
 typedef struct {
     float *g;
@@ -31,7 +35,7 @@ void moe_mlp_forward(const moe_mlp *w, int d, int inter, float beta, float linea
     const kernels_product from_x[] = {{&w->gate, g, inter}, {&w->up, u, inter}};
     kernels_matmul_same_input(impl, from_x, 2, x, d, n, pool);
     situ_job sj = {g, u, inter, beta, linear_beta};
-    threads_run(n >= 4 ? pool : NULL, n, 8, situ_rows, &sj);
+    threads_run(n >= PARALLEL_TOKENS_MIN ? pool : NULL, n, 8, situ_rows, &sj);
     kernels_matmul(impl, &w->down, g, inter, n, out, d, pool);
 }
 
@@ -141,10 +145,6 @@ typedef struct {
     const int *members;
     float *y;          /* (n, latent) */
 } tokens_job;
-
-/* Batches below this many tokens run their per-token steps on the calling thread: a hand-
- * out costs about what one token's routing does. */
-#define PARALLEL_TOKENS_MIN 4
 
 static void route_tokens(void *arg, int t0, int t1) {
     const tokens_job *j = arg;

@@ -221,7 +221,7 @@ k3_status threads_new(int n_threads, threads **out, k3_error *err) {
     pthread_cond_init(&p->done, NULL);
     p->next = aligned_alloc(64, sizeof(block_counter) * (size_t)n_threads);
     if (!p->next) {
-        free(p);
+        threads_free(p); /* no worker yet: frees the pool and its mutex and conditions */
         return error_set(err, K3_ERR_OUT_OF_MEMORY, "thread pool: out of memory");
     }
     if (n_threads > 1) {

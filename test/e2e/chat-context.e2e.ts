@@ -172,11 +172,14 @@ describe('chat context with a local model that chats', () => {
       await outgrowContext(s);
       const [conv] = savedConversations(s);
       assert.ok((conv.notSent ?? 0) > 0);
-      // The marker is drawn again while the last reply settles: scroll to it once it has.
       await chat.locator('.message.assistant[data-state="done"]:last-child').waitFor({ timeout: 120_000 });
       const marker = chat.locator('#not-sent');
       await marker.waitFor({ state: 'visible' });
-      await marker.scrollIntoViewIfNeeded();
+      // Every state update redraws the log's children, the marker too, even after the reply
+      // has settled (two runs failed with the element found detached mid-scroll): find and
+      // scroll it in one step of the page, from the log, which is never replaced.
+      await chat.locator('#messages').evaluate((log) => log.querySelector('#not-sent')?.scrollIntoView({ block: 'nearest' }));
+      await marker.waitFor({ state: 'visible' });
       await s.screenshot('chat-context-long-conversation');
     });
   });

@@ -7,7 +7,7 @@
 // library wraps them (`[null]`, by position) or the wire carries `"params": null` itself.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { ErrorCodes, type Message, ResponseError, type ResponseMessage, StreamMessageReader } from 'vscode-languageserver-protocol/node';
+import { ErrorCodes, ResponseError } from 'vscode-languageserver-protocol/node';
 import { ensureFixture } from '../support/fixtures';
 import { type ServerHandle, startServer, TEST_TIMEOUT_MS, waitReady } from '../support/lsp';
 import { addonFile } from '../support/paths';
@@ -95,26 +95,9 @@ test('null params get InvalidParams or an answer, never an internal error, and n
   }
 });
 
-/** Sends `{"params": null}` as raw bytes (the client library would wrap null as `[null]`)
- * and resolves with the server's response, read off its stdout beside the connection. */
-function rawNullRequest(method: string, id: string): Promise<ResponseMessage> {
-  const reader = new StreamMessageReader(server.proc.stdout!);
-  const answered = new Promise<ResponseMessage>((resolve) => {
-    reader.listen((m: Message) => {
-      if ((m as ResponseMessage).id === id) {
-        reader.dispose();
-        resolve(m as ResponseMessage);
-      }
-    });
-  });
-  const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id, method, params: null }), 'utf8');
-  server.proc.stdin!.write(Buffer.concat([Buffer.from(`Content-Length: ${body.length}\r\n\r\n`, 'ascii'), body]));
-  return answered;
-}
-
 test('"params": null on the wire gets InvalidParams from every method, inline completion included', { timeout: TEST_TIMEOUT_MS }, async () => {
   for (const method of ['textDocument/inlineCompletion', 'k3/chat/send', 'k3/chat/stop', 'k3/conversation/get', 'k3/presets/set', 'k3/remote/setApiKey']) {
-    const r = await rawNullRequest(method, `raw-null-${method}`);
+    const r = await server.rawRequest(method, `raw-null-${method}`, null);
     assert.equal(r.error?.code, ErrorCodes.InvalidParams, `${method}: ${JSON.stringify(r.error)}`);
   }
 });

@@ -16,7 +16,9 @@ import {
   type InlineCompletionList,
   InlineCompletionRequest,
   LogMessageNotification,
+  type Message,
   type ProtocolConnection,
+  type ResponseMessage,
   ShutdownRequest,
   StreamMessageReader,
   StreamMessageWriter,
@@ -52,6 +54,9 @@ export interface ServerHandle {
   /** Inserts text at (line, character), as an incremental change. */
   type(uri: string, version: number, line: number, character: number, text: string): Promise<void>;
   complete(uri: string, line: number, character: number, token?: CancellationTokenSource): Promise<InlineCompletionList | null>;
+  /** Sends a request as raw bytes, params exactly as given (the client library would wrap
+   * null as `[null]`), and resolves with the server's response to `id`. */
+  rawRequest(method: string, id: string, params: unknown): Promise<ResponseMessage>;
   shutdown(): Promise<void>;
   kill(): Promise<void>;
 }
@@ -71,6 +76,20 @@ export async function startServer(initializationOptions: InitializationOptions, 
     ...(start.env ? { env: { ...process.env, ...start.env } } : {}),
   });
   const connection = createProtocolConnection(new StreamMessageReader(proc.stdout!), new StreamMessageWriter(proc.stdin!));
+  // A second reader of the server's output, attached with the connection's before any byte
+  // arrives so that both cut the same messages: it hands rawRequest the responses the
+  // connection drops as unasked-for. One attached mid-stream can start inside a message,
+  // fail to find a header and never find one again (a test hung on that for 120 s).
+  const raw = new StreamMessageReader(proc.stdout!);
+  const rawWaiting = new Map<string, (m: ResponseMessage) => void>();
+  raw.listen((m: Message) => {
+    const id = (m as ResponseMessage).id;
+    const waiting = typeof id === 'string' ? rawWaiting.get(id) : undefined;
+    if (waiting && typeof id === 'string') {
+      rawWaiting.delete(id);
+      waiting(m as ResponseMessage);
+    }
+  });
   const statuses: StatusResult[] = [];
   const streams: ChatStreamParams[] = [];
   const problems: K3Problem[] = [];
@@ -141,18 +160,26 @@ export async function startServer(initializationOptions: InitializationOptions, 
         token?.token,
       ) as Promise<InlineCompletionList | null>;
     },
+    rawRequest(method, id, params) {
+      const answered = new Promise<ResponseMessage>((resolve) => rawWaiting.set(id, resolve));
+      const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id, method, params }), 'utf8');
+      proc.stdin!.write(Buffer.concat([Buffer.from(`Content-Length: ${body.length}\r\n\r\n`, 'ascii'), body]));
+      return answered;
+    },
     async shutdown() {
       await connection.sendRequest(ShutdownRequest.type);
       const exited = once(proc, 'exit');
       await connection.sendNotification(ExitNotification.type);
       await exited;
       connection.dispose();
+      raw.dispose();
     },
     async kill() {
       const exited = once(proc, 'exit');
       proc.kill('SIGKILL');
       await exited;
       connection.dispose();
+      raw.dispose();
     },
   };
   return handle;

@@ -84,11 +84,9 @@ export async function startServer(initializationOptions: InitializationOptions, 
   const rawWaiting = new Map<string, (m: ResponseMessage) => void>();
   raw.listen((m: Message) => {
     const id = (m as ResponseMessage).id;
-    const waiting = typeof id === 'string' ? rawWaiting.get(id) : undefined;
-    if (waiting && typeof id === 'string') {
-      rawWaiting.delete(id);
-      waiting(m as ResponseMessage);
-    }
+    if (typeof id !== 'string') return;
+    rawWaiting.get(id)?.(m as ResponseMessage);
+    rawWaiting.delete(id);
   });
   const statuses: StatusResult[] = [];
   const streams: ChatStreamParams[] = [];

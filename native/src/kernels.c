@@ -109,9 +109,14 @@ const kernels_impl *kernels_best(void) {
     static const kernels_impl *chosen;
     if (!chosen) {
         const char *force = getenv("K3_KERNELS");
-        const int level = !force ? 2 : !strcmp(force, "scalar") ? 0 : !strcmp(force, "avx2") ? 1 : 2;
-        const kernels_impl *wide = level >= 2 ? kernels_avx512() : NULL, *avx2 = level >= 1 ? kernels_avx2() : NULL;
-        chosen = wide ? wide : avx2 ? avx2 : &kernels_scalar;
+        const int level = !force                      ? 2
+                          : !strcmp(force, "scalar") ? 0
+                          : !strcmp(force, "avx2")   ? 1
+                          : !strcmp(force, "amx")    ? 3
+                                                     : 2;
+        const kernels_impl *tiles = level >= 3 ? kernels_amx() : NULL, *wide = level >= 2 ? kernels_avx512() : NULL,
+                           *avx2 = level >= 1 ? kernels_avx2() : NULL;
+        chosen = tiles ? tiles : wide ? wide : avx2 ? avx2 : &kernels_scalar;
     }
     return chosen;
 }

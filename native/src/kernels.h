@@ -9,7 +9,7 @@
  * once per batch, never to change how a single dot product is accumulated. So prefill, one-
  * token decode and batched verification give bit-identical results for the same position.
  *
- * Each implementation (scalar reference, AVX2, AVX-512) fills a kernels_impl;
+ * Each implementation (scalar reference, AVX2, AVX-512, AMX) fills a kernels_impl;
  * kernels_best() picks one by a run-time CPU check. Implementations agree within rounding,
  * not bit for bit (each has its own order of additions), so a process uses one of them
  * throughout. */
@@ -78,9 +78,15 @@ extern volatile float kernels_fma_sink;
 const kernels_impl *kernels_avx2(void);
 /* NULL when this build or this CPU (or its OS) has no AVX-512 F/BW/VL/DQ. */
 const kernels_impl *kernels_avx512(void);
-/* The fastest implementation this CPU runs: AVX-512, else AVX2, else the scalar reference.
- * K3_KERNELS=scalar, =avx2 or =avx512 in the environment forces one (for comparisons and
- * for testing each path on one machine); a forced one this CPU lacks falls back to the
+/* NULL when this build or this CPU has no AMX-TILE/AMX-BF16 (with AVX-512), or the OS
+ * refuses this process the tile state. Its bf16 and MXFP4 products run on the tile unit
+ * (kernels_amx.c); f32 products, argmax and the peak loop are the AVX-512 set's. Chosen
+ * only when asked for (K3_KERNELS=amx): batches run faster, one token slower
+ * (docs/PERFORMANCE.md). */
+const kernels_impl *kernels_amx(void);
+/* The default implementation for this CPU: AVX-512, else AVX2, else the scalar reference.
+ * K3_KERNELS=scalar, =avx2, =avx512 or =amx in the environment forces one (for comparisons
+ * and for testing each path on one machine); a forced one this CPU lacks falls back to the
  * next slower. */
 const kernels_impl *kernels_best(void);
 

@@ -93,9 +93,10 @@ TEST(scalar_kernels_match_a_double_precision_sum) {
 
 /* The SIMD implementations this CPU runs, NULL where it lacks one (each test says so). */
 static const kernels_impl *simd_impl(int i) {
-    const kernels_impl *impl = i == 0 ? kernels_avx2() : kernels_avx512();
+    static const char *const names[] = {"AVX2/FMA", "AVX-512", "AMX"};
+    const kernels_impl *impl = i == 0 ? kernels_avx2() : i == 1 ? kernels_avx512() : kernels_amx();
     if (!impl)
-        printf("  (no %s on this CPU: not tested here)\n", i == 0 ? "AVX2/FMA" : "AVX-512");
+        printf("  (no %s on this CPU: not tested here)\n", names[i]);
     return impl;
 }
 
@@ -127,7 +128,7 @@ static void check_against_scalar(const kernels_impl *simd) {
 /* Every token count from 1 to 13 covers full and partial token tiles of each
  * implementation; rows 1 to 9 full and partial row tiles. */
 TEST(simd_kernels_equal_the_scalar_reference_on_odd_shapes) {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         const kernels_impl *simd = simd_impl(i);
         if (simd)
             check_against_scalar(simd);
@@ -140,8 +141,8 @@ TEST(simd_kernels_equal_the_scalar_reference_on_odd_shapes) {
 TEST(matmul_is_bit_identical_across_batch_sizes_and_thread_counts) {
     threads *pool2 = NULL;
     CHECK(threads_new(2, &pool2, NULL) == K3_OK);
-    const kernels_impl *impls[3] = {&kernels_scalar, kernels_avx2(), kernels_avx512()};
-    for (int i = 0; i < 3; i++) {
+    const kernels_impl *impls[4] = {&kernels_scalar, kernels_avx2(), kernels_avx512(), kernels_amx()};
+    for (int i = 0; i < 4; i++) {
         if (!impls[i])
             continue;
         for (int k = 0; k < 3; k++) {
@@ -178,7 +179,7 @@ TEST(matmul_is_bit_identical_across_batch_sizes_and_thread_counts) {
 TEST(widened_bf16_batches_are_bit_identical_to_single_tokens) {
     threads *pool2 = NULL;
     CHECK(threads_new(2, &pool2, NULL) == K3_OK);
-    const kernels_impl *impls[3] = {&kernels_scalar, kernels_avx2(), kernels_avx512()};
+    const kernels_impl *impls[4] = {&kernels_scalar, kernels_avx2(), kernels_avx512(), kernels_amx()};
     const int rows = 1001, cols = 133, n = 53;
     test_matrix w = make_matrix(KERNELS_BF16, rows + 1, cols, 29u);
     kernels_matrix shifted = w.m;
@@ -187,7 +188,7 @@ TEST(widened_bf16_batches_are_bit_identical_to_single_tokens) {
     float *x = make_input(n, cols, 31u);
     float *batch = malloc(sizeof(float) * n * rows), *threaded = malloc(sizeof(float) * n * rows),
           *single = malloc(sizeof(float) * rows);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         if (!impls[i])
             continue;
         kernels_matmul(impls[i], &shifted, x, cols, n, batch, rows, NULL);
@@ -204,6 +205,33 @@ TEST(widened_bf16_batches_are_bit_identical_to_single_tokens) {
     free(single);
     free_matrix(&w);
     threads_free(pool2);
+}
+
+/* A batch whose input is too big for an implementation to keep in cache at once, so it
+ * takes the columns in slices and the tokens in groups (kernels_amx.c: about 1 MB of
+ * prepared input, 130 tokens a group), gives each token the bits it gets alone: 140
+ * tokens, 4,160 columns (130 MXFP4 blocks), 37 rows (a partial row tile), bf16 and MXFP4. */
+TEST(sliced_batches_are_bit_identical_to_single_tokens) {
+    const kernels_impl *impls[4] = {&kernels_scalar, kernels_avx2(), kernels_avx512(), kernels_amx()};
+    const int rows = 37, cols = 4160, n = 140;
+    float *x = make_input(n, cols, 37u);
+    float *batch = malloc(sizeof(float) * n * rows), *single = malloc(sizeof(float) * rows);
+    for (int k = 1; k < 3; k++) {
+        test_matrix w = make_matrix(all_types[k], rows, cols, 43u + k);
+        for (int i = 0; i < 4; i++) {
+            if (!impls[i])
+                continue;
+            kernels_matmul(impls[i], &w.m, x, cols, n, batch, rows, NULL);
+            for (int t = 0; t < n; t += 13) {
+                kernels_matmul(impls[i], &w.m, x + (long)t * cols, cols, 1, single, rows, NULL);
+                CHECK(memcmp(single, batch + (long)t * rows, sizeof(float) * rows) == 0);
+            }
+        }
+        free_matrix(&w);
+    }
+    free(x);
+    free(batch);
+    free(single);
 }
 
 /* A set of products of one input equals each product on its own, bit for bit, on one
@@ -293,7 +321,7 @@ static void check_argmax(const kernels_impl *simd) {
 }
 
 TEST(simd_argmax_equals_the_scalar_reference_on_ties_nan_and_odd_lengths) {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         const kernels_impl *simd = simd_impl(i);
         if (simd)
             check_argmax(simd);

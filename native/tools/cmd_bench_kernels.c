@@ -24,7 +24,7 @@
 #define BF16_SIDE 7168
 #define MAX_TOKENS 16
 #define MAX_ROUNDS 32
-#define MAX_IMPLS 3
+#define MAX_IMPLS 4
 
 typedef struct {
     kernels_matrix m[N_EXPERT_MATRICES];
@@ -110,6 +110,8 @@ int bench_kernels_main(int argc, char **argv) {
         impls[n_impls++] = kernels_avx2();
     if (kernels_avx512())
         impls[n_impls++] = kernels_avx512();
+    if (kernels_amx())
+        impls[n_impls++] = kernels_amx();
     if (!n_impls) /* the scalar reference only where nothing faster runs: it takes seconds a pass */
         impls[n_impls++] = &kernels_scalar;
 

@@ -59,7 +59,12 @@ test('k3 bench-kernels times both weight sets with every implementation, each ro
   assert.equal(json.tokens, 2);
   const flags = new Set((fs.readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m)?.[1] ?? '').trim().split(/\s+/));
   const has = (...names: string[]) => names.every((f) => flags.has(f));
-  const impls = [has('avx2', 'fma') ? 'avx2' : '', has('avx512f', 'avx512bw', 'avx512vl', 'avx512dq') ? 'avx512' : ''].filter(Boolean);
+  const wide = has('avx512f', 'avx512bw', 'avx512vl', 'avx512dq');
+  const impls = [
+    has('avx2', 'fma') ? 'avx2' : '',
+    wide ? 'avx512' : '',
+    wide && has('amx_tile', 'amx_bf16') ? 'amx' : '',
+  ].filter(Boolean);
   const expected = (impls.length ? impls : ['scalar']).flatMap((k) => [`${k} mxfp4`, `${k} bf16`]);
   assert.deepEqual(json.rows.map((row: { kernels: string; weights: string }) => `${row.kernels} ${row.weights}`), expected);
   for (const row of json.rows) {

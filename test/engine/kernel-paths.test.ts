@@ -1,5 +1,5 @@
 // kernel-paths.test.ts - every kernel implementation this CPU runs (the scalar reference,
-// AVX2, AVX-512; K3_KERNELS forces one for a process) computes what the float64 reference
+// AVX2, AVX-512, AMX; K3_KERNELS forces one for a process) computes what the float64 reference
 // computes, within the engine tolerance, at every position of the tiny fixture; within one
 // implementation, batch size and thread count change no bit. The implementations add in
 // different orders, so their bits differ from each other (which also shows that each run
@@ -22,7 +22,10 @@ function pathsHere(): string[] {
   const flags = new Set((fs.readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m)?.[1] ?? '').trim().split(/\s+/));
   const paths = ['scalar'];
   if (flags.has('avx2') && flags.has('fma')) paths.push('avx2');
-  if (['avx512f', 'avx512bw', 'avx512vl', 'avx512dq'].every((f) => flags.has(f))) paths.push('avx512');
+  if (['avx512f', 'avx512bw', 'avx512vl', 'avx512dq'].every((f) => flags.has(f))) {
+    paths.push('avx512');
+    if (flags.has('amx_tile') && flags.has('amx_bf16')) paths.push('amx');
+  }
   return paths;
 }
 

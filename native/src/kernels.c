@@ -102,8 +102,12 @@ static double scalar_fma_loop(long reps) {
     return (double)reps * 12 * 2;
 }
 
-const kernels_impl kernels_scalar = {"scalar", scalar_mm_f32, scalar_mm_bf16, scalar_mm_mxfp4, scalar_argmax,
-                                     scalar_fma_loop};
+const kernels_impl kernels_scalar = {.name = "scalar",
+                                     .mm_f32 = scalar_mm_f32,
+                                     .mm_bf16 = scalar_mm_bf16,
+                                     .mm_mxfp4 = scalar_mm_mxfp4,
+                                     .argmax = scalar_argmax,
+                                     .fma_loop = scalar_fma_loop};
 
 const kernels_impl *kernels_best(void) {
     static const kernels_impl *chosen;
@@ -128,6 +132,7 @@ typedef struct {
     int ldx, n;
     float *y;
     int ldy;
+    const void *xp; /* x as impl->prepare made it, or NULL */
 } matmul_job;
 
 /* Rows [r0, r1) in one call: the implementation walks them itself, so a chunk costs one
@@ -142,13 +147,22 @@ static void matmul_rows(void *arg, int r0, int r1) {
         j->impl->mm_f32((const float *)w->data + (long)r0 * w->cols, nr, j->x, j->ldx, j->n, w->cols, y, j->ldy);
         break;
     case KERNELS_BF16:
-        j->impl->mm_bf16((const uint16_t *)w->data + (long)r0 * w->cols, nr, j->x, j->ldx, j->n, w->cols, y, j->ldy);
+        if (j->xp)
+            j->impl->mm_bf16_prepared((const uint16_t *)w->data + (long)r0 * w->cols, nr, j->x, j->ldx, j->xp, j->n,
+                                      w->cols, y, j->ldy);
+        else
+            j->impl->mm_bf16((const uint16_t *)w->data + (long)r0 * w->cols, nr, j->x, j->ldx, j->n, w->cols, y,
+                             j->ldy);
         break;
-    case KERNELS_MXFP4:
-        j->impl->mm_mxfp4((const uint8_t *)w->data + (long)r0 * (w->cols / 2),
-                          w->scale + (long)r0 * (w->cols / DTYPE_MXFP4_BLOCK), nr, j->x, j->ldx, j->n, w->cols, y,
-                          j->ldy);
+    case KERNELS_MXFP4: {
+        const uint8_t *packed = (const uint8_t *)w->data + (long)r0 * (w->cols / 2),
+                      *scale = w->scale + (long)r0 * (w->cols / DTYPE_MXFP4_BLOCK);
+        if (j->xp)
+            j->impl->mm_mxfp4_prepared(packed, scale, nr, j->x, j->ldx, j->xp, j->n, w->cols, y, j->ldy);
+        else
+            j->impl->mm_mxfp4(packed, scale, nr, j->x, j->ldx, j->n, w->cols, y, j->ldy);
         break;
+    }
     }
 }
 
@@ -241,7 +255,9 @@ void kernels_matmul(const kernels_impl *impl, const kernels_matrix *w, const flo
                     int ldy, threads *pool) {
     atomic_fetch_add(&weight_bytes_read, kernels_matrix_bytes(w));
     atomic_fetch_add(&multiply_adds, (uint64_t)w->rows * (uint64_t)w->cols * (uint64_t)n);
-    matmul_job job = {impl, w, x, ldx, n, y, ldy};
+    matmul_job job = {impl, w, x, ldx, n, y, ldy, NULL};
+    if (impl->prepare && w->type != KERNELS_F32)
+        job.xp = impl->prepare(x, ldx, n, w->cols, w->type);
     /* Grain: enough rows per chunk to amortise the hand-out, small enough to balance. For
      * one token, products of 8 MB or more go in chunks of at least 4 MB, so an
      * implementation can read a chunk as two streams megabytes apart (kernels_avx2.c);
@@ -285,7 +301,7 @@ static void set_units(void *arg, int u0, int u1) {
         const int end = u1 < hi ? u1 : hi;
         const kernels_matrix *w = j->products[i].w;
         const int r0 = (u0 - lo) * SET_UNIT_ROWS, r1 = (end - lo) * SET_UNIT_ROWS;
-        matmul_job one = {j->impl, w, j->x, j->ldx, 1, j->products[i].y, j->products[i].ldy};
+        matmul_job one = {j->impl, w, j->x, j->ldx, 1, j->products[i].y, j->products[i].ldy, NULL};
         matmul_rows(&one, r0, r1 < w->rows ? r1 : w->rows);
         u0 = end;
     }

@@ -69,6 +69,16 @@ typedef struct kernels_impl {
      * enough to fill the pipes: `reps` rounds; returns the FLOPs it did (2 per lane and
      * multiply-add). What a benchmark divides by time for the machine's peak. */
     double (*fma_loop)(long reps);
+    /* Optional (NULL in the sets that read x as it is): a bf16 or MXFP4 product's input made
+     * once, before its rows are handed out, into the form this set's products read, so
+     * that every chunk of rows a thread takes does not make it again. Returns it (held by
+     * the calling thread until its next call), or NULL where this product makes its own;
+     * the _prepared products then read it beside x (x only if they must fall back). */
+    const void *(*prepare)(const float *x, int ldx, int n, int cols, kernels_wtype type);
+    void (*mm_bf16_prepared)(const uint16_t *rows, int nr, const float *x, int ldx, const void *xp, int n, int cols,
+                             float *y, int ldy);
+    void (*mm_mxfp4_prepared)(const uint8_t *packed, const uint8_t *scale, int nr, const float *x, int ldx,
+                              const void *xp, int n, int cols, float *y, int ldy);
 } kernels_impl;
 
 extern const kernels_impl kernels_scalar;

@@ -1,33 +1,40 @@
 /* kernels_amx.c - bf16 and MXFP4 products on the AMX tile unit, with f32 activations kept
  * exact. This file alone is compiled with AMX-TILE/AMX-BF16 (and AVX-512) enabled;
  * kernels_amx() checks the CPU and asks the OS for the tile state before handing it out.
+ * No CPU gets it by default (K3_KERNELS=amx): on the VM measured it is faster for batches
+ * and slower for one token (docs/PERFORMANCE.md).
  *
  * The tile unit multiplies bf16 by bf16 (exact in f32) and adds each product to an f32
- * accumulator, rounding every addition (TDPBF16PS: pairs of products, the even one first,
- * flushing subnormal inputs and results to zero). Weights are bf16 already, or MXFP4
- * values that bf16 holds exactly once scaled (a 2-bit mantissa times a power of two). The
- * input is not: each f32 x is split into three bf16 parts, x = hi + mid + lo exactly
- * (hi: x truncated to bf16's 8 significant bits; mid: the remainder truncated; lo: what is
- * left, at most 8 bits), and every 32-column chunk of a row is summed as hi's 32 products,
- * then mid's, then lo's, into one accumulator per (row, token) pair. So the engine's
- * activations reach the products unrounded, as in the other kernel sets; what differs is
- * the order of the additions (three terms per column), hence bits within rounding of the
- * AVX-512 kernels, never between batch sizes, tiles or threads: an accumulator's value
- * depends only on its row, its token and the fixed sequence of chunks.
+ * accumulator, rounding every addition (TDPBF16PS: pairs of products in order, subnormal
+ * inputs and results flushed to zero). Weights are bf16 already, or MXFP4 values that
+ * bf16 holds exactly once scaled (two significant bits times a power of two). The input
+ * is not: each f32 x is split into three bf16 parts, x = hi + mid + lo exactly (hi: x
+ * truncated to bf16's 8 significant bits; mid: the remainder truncated; lo: what is left,
+ * at most 8 bits), so the activations reach the products unrounded, as in the other sets.
+ * Each (row, token, part) has its own accumulator, which takes the 32-column chunks of the
+ * row in order; a token's result is (hi + mid) + lo. What an accumulator holds depends only
+ * on its row, its column of the input and the chunk order, never on the tiles, the batch
+ * or the thread: these bits differ from the AVX-512 set's within rounding (another order
+ * of additions), never between batch sizes or thread counts.
  *
- * Layout. The weights are tile A (16 rows x 32 columns, 64 bytes a row): bf16 rows are
- * read in place with the matrix's stride; MXFP4 rows are converted to bf16 first, a slice
- * of 32 rows at a time into a scratch buffer. The input is tile B in the unit's pair
- * layout (row p of a chunk: columns 2p and 2p+1 of each token, 4 bytes per token), built
- * once per call and slice of columns (b_prepare). C tiles (16 rows x 16 tokens, f32) stay
- * in the unit across a slice and are kept in memory between slices when a call's input is
- * too big for L2 in one piece. Tiles: C 0-3 (2 row tiles x 2 token tiles), A 4-5, B 6-7.
+ * Layout. The weights are tile A (16 rows x 32 columns, 64 bytes a row). The input is
+ * tile B in the unit's pair layout: row p of a chunk holds columns 2p and 2p + 1 of each
+ * of the tile's 16 columns, and those columns are 5 tokens x 3 parts (the 16th unused), so
+ * one token costs one product per weight tile, not three. C tiles (16 rows x 16 columns,
+ * f32) stay in the unit across a slice of columns and are kept in memory between slices
+ * when a batch's input is too big for L2 in one piece. Tiles: C 0-3 (2 row tiles x 2
+ * token tiles), A 4-5, B 6-7.
+ *  - Batches (more than 10 tokens): the input is prepared once per product
+ *    (kernels_impl.prepare), and each block of 32 rows is staged in L2, bf16 copied and
+ *    MXFP4 converted, while the block before computes (stage_lines).
+ *  - Few tokens (product_few): bf16 rows are read in place and MXFP4 rows converted a few
+ *    chunks ahead into a ring that stays in L1.
  *
  * MXFP4 columns go in another order within each pair of blocks (64 columns, 32 packed
  * bytes): one chunk holds the low nibbles (the even columns) of both blocks, the next the
  * high nibbles (the odd ones), so converting a row needs no shuffle across lanes; a last
  * odd block is one chunk, its even columns then its odd ones. The input is permuted to
- * match (chunk_columns), so each weight still meets its own activation. */
+ * match (chunk_positions), so each weight still meets its own activation. */
 #define _DEFAULT_SOURCE /* syscall() */
 #include "kernels.h"
 
@@ -71,8 +78,8 @@ static void tiles_configure(void) {
 
 /* Per-thread buffers, grown as calls need them and freed when the thread ends. */
 typedef struct {
-    void *b, *a, *c;
-    size_t b_cap, a_cap, c_cap;
+    void *b, *a, *c, *prep;
+    size_t b_cap, a_cap, c_cap, prep_cap;
 } scratch;
 
 static pthread_key_t scratch_key;
@@ -83,6 +90,7 @@ static void scratch_free(void *p) {
     free(s->b);
     free(s->a);
     free(s->c);
+    free(s->prep);
     free(s);
 }
 
@@ -230,11 +238,10 @@ static void b_prepare(const float *x, int ldx, int n, int cols, int c0, int nc, 
 }
 
 /* The E2M1 values as bf16, by code (sign in bit 3); twice, for lookups by a whole byte. */
-static const uint16_t e2m1_bf16_twice[32] = {
+static const uint16_t e2m1_bf16[32] = {
     0x0000, 0x3f00, 0x3f80, 0x3fc0, 0x4000, 0x4040, 0x4080, 0x40c0, 0x8000, 0xbf00, 0xbf80,
     0xbfc0, 0xc000, 0xc040, 0xc080, 0xc0c0, 0x0000, 0x3f00, 0x3f80, 0x3fc0, 0x4000, 0x4040,
     0x4080, 0x40c0, 0x8000, 0xbf00, 0xbf80, 0xbfc0, 0xc000, 0xc040, 0xc080, 0xc0c0};
-#define e2m1_bf16 e2m1_bf16_twice
 
 /* One value exactly as bf16, scalar: code (sign in bit 3) times 2^(e - 127). Scales 0 and 1
  * give 0 (as the AVX-512 and AVX2 kernels: the values would be subnormal), 253-255 the f32
@@ -298,9 +305,9 @@ static void convert_row(const uint8_t *row, const uint8_t *sc, int cols, int c0,
  * between slices. The blocking only decides what is in cache when: every accumulator sees
  * the same chunks in the same order whatever it is. */
 typedef struct {
-    uint32_t *b;   /* tg tokens x TERMS x kc chunks x 16 pairs */
-    uint16_t *a;   /* MXFP4: 32 rows x kc chunks, converted */
-    float *spill;  /* rg rows (in 16-row tiles) x tg tokens (in 16-token tiles), 1 kB a tile */
+    uint32_t *b;   /* one group's slice of input (b_prepare), unless prepared per product */
+    uint16_t *a;   /* two blocks of 32 rows x kc chunks, staged or converted */
+    float *spill;  /* rg rows (16-row tiles) x tg tokens (5-token tiles), 1 kB a tile */
     int tg, rg, kc;
 } plan;
 
@@ -375,12 +382,9 @@ static staging staging_of(const uint16_t *rows, const uint8_t *packed, const uin
     return g;
 }
 
-/* C tiles 0-3 (row tile i, token tile j at 2i + j) += A (4, 5) x B (6, 7) over nc chunks.
- * a0/a1: the row tiles' first chunk, lda bytes between rows; b0/b1: the token tiles'
- * prepared input (w0/w1 columns); next: a block to stage meanwhile (32 lines a chunk, all
- * of it by the end), or NULL. */
-/* One chunk: C += A x B for the tiles in use, a0/a1 the row tiles' lines of this chunk,
- * b0p/b1p the token tiles'. */
+/* One chunk: C tiles 0-3 (row tile i, token tile j at 2i + j) += A (4, 5) x B (6, 7) for
+ * the tiles in use; a0p/a1p the row tiles' lines of this chunk (lda bytes between rows),
+ * b0p/b1p the token tiles' (w0/w1 columns). */
 #define CHUNK_STEP(RT, TT, a0p, a1p, b0p, b1p)                                                       \
     do {                                                                                             \
         _tile_loadd(6, b0p, 4 * w0);                                                                 \
@@ -398,6 +402,8 @@ static staging staging_of(const uint16_t *rows, const uint8_t *packed, const uin
         }                                                                                            \
     } while (0)
 
+/* The chunks of a slice: a0/a1 the row tiles' first chunk, b0/b1 the token tiles' input;
+ * next: a block to stage meanwhile (32 lines a chunk, the rest after), or NULL. */
 #define TILE_LOOP(RT, TT)                                                                            \
     for (int k = 0; k < nc; k++) {                                                                   \
         if (next)                                                                                    \
@@ -507,7 +513,7 @@ static void ring_fill(const uint16_t *rows, const uint8_t *packed, const uint8_t
             }
         return;
     }
-    const __m512i table = _mm512_loadu_si512(e2m1_bf16_twice), low_nonzero = _mm512_set1_epi16(0x07),
+    const __m512i table = _mm512_loadu_si512(e2m1_bf16), low_nonzero = _mm512_set1_epi16(0x07),
                   high_nonzero = _mm512_set1_epi16(0x70);
     const uint8_t *row = packed + (long)r * (cols / 2) + 16 * k0, *sc = scale + (long)r * nb + k0;
     uint16_t *o = ring;
@@ -608,8 +614,10 @@ static void product_few(const uint16_t *rows, const uint8_t *packed, const uint8
 /* The product of rows [0, nr) (bf16 `rows`, or MXFP4 `packed` and `scale`) with tokens
  * [0, n) under plan p; the tile configuration is loaded. */
 static void product(const uint16_t *rows, const uint8_t *packed, const uint8_t *scale, int nr, const float *x,
-                    int ldx, int n, int cols, float *y, int ldy, const plan *p) {
+                    int ldx, const uint32_t *xp, int n, int cols, float *y, int ldy, const plan *p) {
     const int mx = packed != NULL, nchunks = (cols + CHUNK - 1) / CHUNK;
+    const int nslices = (nchunks + p->kc - 1) / p->kc;
+    const long block_dwords = (long)((p->tg + TILE_TOKENS - 1) / TILE_TOKENS) * p->kc * 16 * TILE_COLS;
     pending pend[2] __attribute__((aligned(64)));
     int cur = 0;
     pend[0].live = pend[1].live = 0;
@@ -621,7 +629,11 @@ static void product(const uint16_t *rows, const uint8_t *packed, const uint8_t *
                 const int nc = nchunks - c0 < p->kc ? nchunks - c0 : p->kc;
                 const int first = c0 == 0, last = c0 + nc == nchunks;
                 const long block_elems = 32L * nc * CHUNK;
-                b_prepare(x + (long)t0 * ldx, ldx, ng, cols, c0, nc, mx, p->b);
+                const uint32_t *bs = p->b;
+                if (xp)
+                    bs = xp + ((long)(t0 / p->tg) * nslices + c0 / p->kc) * block_dwords;
+                else
+                    b_prepare(x + (long)t0 * ldx, ldx, ng, cols, c0, nc, mx, p->b);
                 for (int rb = 0; rb < ngr; rb += 32) {
                     const int r = r0 + rb, nrb = ngr - rb < 32 ? ngr - rb : 32, rt = nrb > 16 ? 2 : 1;
                     uint16_t *here = p->a + ((rb / 32) & 1) * block_elems,
@@ -649,8 +661,8 @@ static void product(const uint16_t *rows, const uint8_t *packed, const uint8_t *
                         const int nt1 = tt > 1 ? (ng - TILE_TOKENS * (tb + 1) < TILE_TOKENS ? ng - TILE_TOKENS * (tb + 1)
                                                                                             : TILE_TOKENS)
                                                : 0;
-                        const uint32_t *b0 = p->b + (long)tb * nc * 16 * TILE_COLS,
-                                       *b1 = p->b + (long)(tb + 1) * nc * 16 * TILE_COLS;
+                        const uint32_t *b0 = bs + (long)tb * nc * 16 * TILE_COLS,
+                                       *b1 = bs + (long)(tb + 1) * nc * 16 * TILE_COLS;
                         float *sp = p->spill + ((long)(rb / 16) * ntt + tb) * 256;
 #define SPILL(i, j) (sp + ((long)(i) * ntt + (j)) * 256)
                         if (first) {
@@ -691,22 +703,36 @@ static void product(const uint16_t *rows, const uint8_t *packed, const uint8_t *
     pending_flush(&pend[1], ldy);
 }
 
-/* A plan for nr rows, n tokens and `cols` columns in the thread's scratch, or NULL when it
- * cannot grow (then the caller runs a small plan on its stack: same bits, more passes). */
-static int plan_heap(int nr, int n, int cols, plan *p) {
+/* Tokens a group (tg) and chunks a slice (kc, even) of a batch of n tokens and `cols`
+ * columns: the input of a slice and group, all three parts, in about 1 MB (L2), and a
+ * block of 32 rows of a slice converted or staged in A_SLICE_BYTES. */
+static void plan_shape(int n, int cols, int *tg, int *kc) {
+    const int nchunks = (cols + CHUNK - 1) / CHUNK;
+    *tg = n <= 130 ? n : 130; /* whole pairs of token tiles */
+    int k = (int)(B_SLICE_BYTES / ((long)*tg * TERMS * 64));
+    k = k < 2 ? 2 : k / 2 * 2;
+    if (k > (int)(A_SLICE_BYTES / (32 * 64)))
+        k = A_SLICE_BYTES / (32 * 64);
+    *kc = k >= nchunks ? nchunks + (nchunks & 1) : k;
+}
+
+/* The dwords of one group's slice of prepared input, at most. */
+static long block_dwords_of(int tg, int kc) {
+    return (long)((tg + TILE_TOKENS - 1) / TILE_TOKENS) * kc * 16 * TILE_COLS;
+}
+
+/* A plan for nr rows, n tokens and `cols` columns in the thread's scratch, or 0 when it
+ * cannot grow (then the caller runs a small plan on its stack: same bits, more passes).
+ * With the input prepared (xp), no room for it. */
+static int plan_heap(int nr, int n, int cols, int prepared, plan *p) {
     scratch *s = scratch_here();
     if (!s)
         return 0;
     const int nchunks = (cols + CHUNK - 1) / CHUNK;
-    p->tg = n <= 130 ? n : 130; /* whole pairs of token tiles */
+    plan_shape(n, cols, &p->tg, &p->kc);
     p->rg = nr;
-    int kc = (int)(B_SLICE_BYTES / ((long)p->tg * TERMS * 64));
-    kc = kc < 2 ? 2 : kc / 2 * 2;
-    if (kc > (int)(A_SLICE_BYTES / (32 * 64)))
-        kc = A_SLICE_BYTES / (32 * 64);
-    p->kc = kc >= nchunks ? nchunks + (nchunks & 1) : kc;
     const int ntt = (p->tg + TILE_TOKENS - 1) / TILE_TOKENS;
-    const size_t b_bytes = (size_t)ntt * p->kc * 16 * TILE_COLS * 4;
+    const size_t b_bytes = prepared ? 64 : (size_t)block_dwords_of(p->tg, p->kc) * 4;
     const size_t a_bytes = (size_t)2 * 32 * p->kc * 64; /* bf16: two staged blocks */
     const size_t spill_bytes = p->kc >= nchunks ? 0 : (size_t)((nr + 31) / 32 * 2) * ntt * 1024;
     p->b = grow(&s->b, &s->b_cap, b_bytes);
@@ -715,34 +741,67 @@ static int plan_heap(int nr, int n, int cols, plan *p) {
     return p->b && p->a && (p->spill || !spill_bytes);
 }
 
+/* kernels_impl.prepare: a batch's input for every group and slice, in the calling thread's
+ * scratch; NULL for few tokens (product_few makes its own: it is small) or without memory
+ * (each call then makes its own: the same bits). */
+static const void *amx_prepare(const float *x, int ldx, int n, int cols, kernels_wtype type) {
+    if (n <= FEW_TOKENS)
+        return NULL;
+    scratch *s = scratch_here();
+    int tg, kc;
+    plan_shape(n, cols, &tg, &kc);
+    const int nchunks = (cols + CHUNK - 1) / CHUNK, nslices = (nchunks + kc - 1) / kc, ngroups = (n + tg - 1) / tg;
+    const long block = block_dwords_of(tg, kc);
+    uint32_t *xp = s ? grow(&s->prep, &s->prep_cap, (size_t)ngroups * nslices * block * 4) : NULL;
+    if (!xp)
+        return NULL;
+    for (int g = 0; g < ngroups; g++)
+        for (int sl = 0; sl < nslices; sl++) {
+            const int t0 = g * tg, c0 = sl * kc;
+            b_prepare(x + (long)t0 * ldx, ldx, n - t0 < tg ? n - t0 : tg, cols, c0,
+                      nchunks - c0 < kc ? nchunks - c0 : kc, type == KERNELS_MXFP4, xp + ((long)g * nslices + sl) * block);
+        }
+    return xp;
+}
+
 static void amx_product(const uint16_t *rows, const uint8_t *packed, const uint8_t *scale, int nr, const float *x,
-                        int ldx, int n, int cols, float *y, int ldy) {
+                        int ldx, const uint32_t *xp, int n, int cols, float *y, int ldy) {
     tiles_configure();
     plan p;
     scratch *few = n <= FEW_TOKENS ? scratch_here() : NULL;
     const size_t few_bytes = (size_t)2 * ((cols + CHUNK - 1) / CHUNK) * 16 * TILE_COLS * 4;
     if (few && grow(&few->b, &few->b_cap, few_bytes))
         product_few(rows, packed, scale, nr, x, ldx, n, cols, y, ldy, few->b);
-    else if (plan_heap(nr, n, cols, &p))
-        product(rows, packed, scale, nr, x, ldx, n, cols, y, ldy, &p);
-    else {
+    else if (plan_heap(nr, n, cols, xp != NULL, &p))
+        product(rows, packed, scale, nr, x, ldx, xp, n, cols, y, ldy, &p);
+    else { /* without the heap plan, xp's layout is not this plan's: x it is */
         enum { TG = 2 * TILE_TOKENS, RG = 32, KC = 4 };
         uint32_t b[2 * KC * 16 * TILE_COLS + 16] __attribute__((aligned(64)));
         uint16_t a[2 * 32 * KC * CHUNK + 32] __attribute__((aligned(64)));
         float spill[2 * 256] __attribute__((aligned(64)));
         const plan small = {b, a, spill, TG, RG, KC};
-        product(rows, packed, scale, nr, x, ldx, n, cols, y, ldy, &small);
+        product(rows, packed, scale, nr, x, ldx, NULL, n, cols, y, ldy, &small);
     }
     _tile_release();
 }
 
 static void amx_mm_bf16(const uint16_t *rows, int nr, const float *x, int ldx, int n, int cols, float *y, int ldy) {
-    amx_product(rows, NULL, NULL, nr, x, ldx, n, cols, y, ldy);
+    amx_product(rows, NULL, NULL, nr, x, ldx, NULL, n, cols, y, ldy);
 }
 
 static void amx_mm_mxfp4(const uint8_t *packed, const uint8_t *scale, int nr, const float *x, int ldx, int n,
                          int cols, float *y, int ldy) {
-    amx_product(NULL, packed, scale, nr, x, ldx, n, cols, y, ldy);
+    amx_product(NULL, packed, scale, nr, x, ldx, NULL, n, cols, y, ldy);
+}
+
+static void amx_mm_bf16_prepared(const uint16_t *rows, int nr, const float *x, int ldx, const void *xp, int n,
+                                 int cols, float *y, int ldy) {
+    amx_product(rows, NULL, NULL, nr, x, ldx, xp, n, cols, y, ldy);
+}
+
+static void amx_mm_mxfp4_prepared(const uint8_t *packed, const uint8_t *scale, int nr, const float *x, int ldx,
+                                  const void *xp, int n, int cols, float *y, int ldy) {
+    amx_product(NULL, packed, scale, nr, x, ldx, xp, n, cols, y, ldy);
 }
 
 static kernels_impl amx_impl;
@@ -764,6 +823,9 @@ static void amx_init(void) {
     amx_impl.name = "amx";
     amx_impl.mm_bf16 = amx_mm_bf16;
     amx_impl.mm_mxfp4 = amx_mm_mxfp4;
+    amx_impl.prepare = amx_prepare;
+    amx_impl.mm_bf16_prepared = amx_mm_bf16_prepared;
+    amx_impl.mm_mxfp4_prepared = amx_mm_mxfp4_prepared;
     amx_chosen = &amx_impl;
 }
 

@@ -253,7 +253,12 @@ static double avx2_fma_loop(long reps) {
     return (double)reps * 12 * 8 * 2;
 }
 
-static const kernels_impl avx2_impl = {"avx2", avx2_mm_f32, avx2_mm_bf16, avx2_mm_mxfp4, avx2_argmax, avx2_fma_loop};
+static const kernels_impl avx2_impl = {.name = "avx2",
+                                      .mm_f32 = avx2_mm_f32,
+                                      .mm_bf16 = avx2_mm_bf16,
+                                      .mm_mxfp4 = avx2_mm_mxfp4,
+                                      .argmax = avx2_argmax,
+                                      .fma_loop = avx2_fma_loop};
 
 const kernels_impl *kernels_avx2(void) {
     __builtin_cpu_init();

@@ -501,8 +501,12 @@ static double avx512_fma_loop(long reps) {
     return (double)reps * 12 * 16 * 2;
 }
 
-static const kernels_impl avx512_impl = {"avx512",      avx512_mm_f32, avx512_mm_bf16, avx512_mm_mxfp4, avx512_argmax,
-                                         avx512_fma_loop};
+static const kernels_impl avx512_impl = {.name = "avx512",
+                                        .mm_f32 = avx512_mm_f32,
+                                        .mm_bf16 = avx512_mm_bf16,
+                                        .mm_mxfp4 = avx512_mm_mxfp4,
+                                        .argmax = avx512_argmax,
+                                        .fma_loop = avx512_fma_loop};
 
 const kernels_impl *kernels_avx512(void) {
     __builtin_cpu_init();

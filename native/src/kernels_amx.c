@@ -478,6 +478,24 @@ static void pending_flush(pending *q, int ldy) {
     q->live = 0;
 }
 
+/* The C tiles in use into pend[*cur] (y: the block's first row and token), then the
+ * other one, the block before, out to y. */
+static void pending_push(pending pend[2], int *cur, float *y, int rt, int tt, int nrb, int nt0, int nt1, int ldy) {
+    pending *q = &pend[*cur];
+#define PENDING(i, j) q->c[2 * (i) + (j)]
+    TILES_IO(_tile_stored, PENDING);
+#undef PENDING
+    q->y = y;
+    q->rt = rt;
+    q->tt = tt;
+    q->nrb = nrb;
+    q->nt0 = nt0;
+    q->nt1 = nt1;
+    q->live = 1;
+    *cur ^= 1;
+    pending_flush(&pend[*cur], ldy);
+}
+
 /* Few tokens: one pair of token tiles (decode, short verification batches). Nothing is
  * reused across token tiles, so nothing is staged in L2: bf16 rows are read in place, and
  * MXFP4 rows are converted four chunks at a time into a ring that stays in L1 (16 kB),
@@ -593,19 +611,7 @@ static void product_few(const uint16_t *rows, const uint8_t *packed, const uint8
                                b1 + (long)k * 16 * w1);
             }
         }
-        pending *q = &pend[cur];
-#define PENDING(i, j) q->c[2 * (i) + (j)]
-        TILES_IO(_tile_stored, PENDING);
-#undef PENDING
-        q->y = y + r;
-        q->rt = rt;
-        q->tt = tt;
-        q->nrb = nrb;
-        q->nt0 = nt0;
-        q->nt1 = nt1;
-        q->live = 1;
-        cur ^= 1;
-        pending_flush(&pend[cur], ldy);
+        pending_push(pend, &cur, y + r, rt, tt, nrb, nt0, nt1, ldy);
     }
     pending_flush(&pend[0], ldy);
     pending_flush(&pend[1], ldy);
@@ -681,19 +687,8 @@ static void product(const uint16_t *rows, const uint8_t *packed, const uint8_t *
                             continue;
                         }
 #undef SPILL
-                        pending *q = &pend[cur];
-#define PENDING(i, j) q->c[2 * (i) + (j)]
-                        TILES_IO(_tile_stored, PENDING);
-#undef PENDING
-                        q->y = y + (long)(t0 + TILE_TOKENS * tb) * ldy + r;
-                        q->rt = rt;
-                        q->tt = tt;
-                        q->nrb = nrb;
-                        q->nt0 = nt0;
-                        q->nt1 = nt1;
-                        q->live = 1;
-                        cur ^= 1;
-                        pending_flush(&pend[cur], ldy);
+                        pending_push(pend, &cur, y + (long)(t0 + TILE_TOKENS * tb) * ldy + r, rt, tt, nrb, nt0, nt1,
+                                     ldy);
                     }
                 }
             }

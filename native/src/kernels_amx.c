@@ -517,7 +517,7 @@ static void pending_push(pending pend[2], int *cur, float *y, int rt, int tt, in
 static void ring_fill(const uint16_t *rows, const uint8_t *packed, const uint8_t *scale, int r, int nrb, int cols,
                       int nc, int k0, uint16_t *ring) {
     const int k1 = k0 + RING_CHUNKS < nc ? k0 + RING_CHUNKS : nc, nb = cols / DTYPE_MXFP4_BLOCK;
-    const int whole_pairs = (k1 - k0) / 2 * 2 + k0 <= nb / 2 * 2 ? (k1 - k0) / 2 : (nb / 2 * 2 - k0) / 2;
+    const int pairs_end = nb / 2 * 2, whole_pairs = ((k1 < pairs_end ? k1 : pairs_end) - k0) / 2;
     for (int i = nrb; i < 32; i++)
         for (int k = 0; k < RING_CHUNKS; k++)
             _mm512_store_si512(ring + (i * RING_CHUNKS + k) * CHUNK, _mm512_setzero_si512());

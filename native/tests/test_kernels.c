@@ -234,6 +234,58 @@ TEST(sliced_batches_are_bit_identical_to_single_tokens) {
     free(single);
 }
 
+/* MXFP4 blocks with scales at the edges: 0 and 1 (values below f32's normal range, which
+ * the SIMD kernels take as 0), 2 and 252 (the smallest and largest whose every value bf16
+ * holds as a normal number: kernels_amx.c's vector case), 253 (past it: values up to 3 only,
+ * so that the products stay finite) and an ordinary 126. Rows 0-5 have one of them in all
+ * three blocks (a pair and a last odd one), rows 6-8 a mix; inputs of about 1e-30. Every
+ * implementation is within 1e-6 of each output's sum of |w x| of the float64 sum (so a
+ * wrong value in a row of tiny scales shows), and a batch gives each token its bits alone. */
+TEST(mxfp4_scales_at_the_edges_match_the_reference_and_single_tokens) {
+    static const uint8_t edges[] = {0, 1, 2, 126, 252, 253};
+    const int rows = 9, cols = 96, n = 13;
+    test_matrix w = make_matrix(KERNELS_MXFP4, rows, cols, 61u);
+    uint8_t *packed = w.data;
+    for (int r = 0; r < rows; r++)
+        for (int b = 0; b < 3; b++) {
+            const uint8_t e = edges[(r < 6 ? r : r + b) % 6];
+            w.scale[3 * r + b] = e;
+            for (int i = 0; e == 253 && i < 32; i++) { /* codes of magnitude 3 or less */
+                uint8_t *byte = &packed[(long)r * cols / 2 + 16 * b + i / 2];
+                const int shift = 4 * (i & 1), code = *byte >> shift & 15;
+                if ((code & 7) > 5)
+                    *byte = (uint8_t)((*byte & ~(15 << shift)) | ((code & 8) | 5) << shift);
+            }
+        }
+    float *x = make_input(n, cols, 67u);
+    for (int i = 0; i < n * cols; i++)
+        x[i] *= 1e-30f;
+    float *got = malloc(sizeof(float) * n * rows), *single = malloc(sizeof(float) * rows);
+    const kernels_impl *impls[4] = {&kernels_scalar, kernels_avx2(), kernels_avx512(), kernels_amx()};
+    for (int i = 0; i < 4; i++) {
+        if (!impls[i])
+            continue;
+        kernels_matmul(impls[i], &w.m, x, cols, n, got, rows, NULL);
+        for (int t = 0; t < n; t++)
+            for (int r = 0; r < rows; r++) {
+                double want = 0, mag = 0;
+                for (int c = 0; c < cols; c++) {
+                    want += weight_at(&w.m, r, c) * x[t * cols + c];
+                    mag += fabs(weight_at(&w.m, r, c) * x[t * cols + c]);
+                }
+                CHECK_NEAR(got[t * rows + r], want, 1e-6 * mag + 1e-37);
+            }
+        for (int t = 0; t < n; t++) {
+            kernels_matmul(impls[i], &w.m, x + (long)t * cols, cols, 1, single, rows, NULL);
+            CHECK(memcmp(single, got + (long)t * rows, sizeof(float) * rows) == 0);
+        }
+    }
+    free(x);
+    free(got);
+    free(single);
+    free_matrix(&w);
+}
+
 /* A set of products of one input equals each product on its own, bit for bit, on one
  * thread or two and for one token or a batch: row counts not multiples of the set's 32-row
  * units, all three weight types, one set big enough for the pool and one that is not. */

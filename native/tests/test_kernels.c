@@ -61,6 +61,20 @@ static double weight_at(const kernels_matrix *m, int r, int c) {
     return (double)dtype_e2m1_value(c & 1 ? b >> 4 : b & 15) * dtype_e8m0_value(m->scale[(long)r * m->cols / 32 + c / 32]);
 }
 
+/* y (n tokens of m->rows) within 1e-6 of each output's sum of |w x| (plus `absolute`) of
+ * the float64 sum of m times x (n rows of m->cols). */
+static void check_against_double(const kernels_matrix *m, const float *x, int n, const float *y, double absolute) {
+    for (int t = 0; t < n; t++)
+        for (int r = 0; r < m->rows; r++) {
+            double want = 0, mag = 0;
+            for (int c = 0; c < m->cols; c++) {
+                want += weight_at(m, r, c) * x[t * m->cols + c];
+                mag += fabs(weight_at(m, r, c) * x[t * m->cols + c]);
+            }
+            CHECK_NEAR(y[t * m->rows + r], want, 1e-6 * mag + absolute);
+        }
+}
+
 static float *make_input(int n, int cols, unsigned seed) {
     float *x = malloc(sizeof(float) * n * cols);
     for (int i = 0; i < n * cols; i++)
@@ -76,15 +90,7 @@ TEST(scalar_kernels_match_a_double_precision_sum) {
         test_matrix w = make_matrix(all_types[k], rows, cols, 7u + k);
         float *x = make_input(n, cols, 99u), *y = malloc(sizeof(float) * n * rows);
         kernels_matmul(&kernels_scalar, &w.m, x, cols, n, y, rows, NULL);
-        for (int t = 0; t < n; t++)
-            for (int r = 0; r < rows; r++) {
-                double want = 0, mag = 0;
-                for (int c = 0; c < cols; c++) {
-                    want += weight_at(&w.m, r, c) * x[t * cols + c];
-                    mag += fabs(weight_at(&w.m, r, c) * x[t * cols + c]);
-                }
-                CHECK_NEAR(y[t * rows + r], want, 1e-6 * mag + 1e-7);
-            }
+        check_against_double(&w.m, x, n, y, 1e-7);
         free(x);
         free(y);
         free_matrix(&w);
@@ -266,15 +272,7 @@ TEST(mxfp4_scales_at_the_edges_match_the_reference_and_single_tokens) {
         if (!impls[i])
             continue;
         kernels_matmul(impls[i], &w.m, x, cols, n, got, rows, NULL);
-        for (int t = 0; t < n; t++)
-            for (int r = 0; r < rows; r++) {
-                double want = 0, mag = 0;
-                for (int c = 0; c < cols; c++) {
-                    want += weight_at(&w.m, r, c) * x[t * cols + c];
-                    mag += fabs(weight_at(&w.m, r, c) * x[t * cols + c]);
-                }
-                CHECK_NEAR(got[t * rows + r], want, 1e-6 * mag + 1e-37);
-            }
+        check_against_double(&w.m, x, n, got, 1e-37);
         for (int t = 0; t < n; t++) {
             kernels_matmul(impls[i], &w.m, x + (long)t * cols, cols, 1, single, rows, NULL);
             CHECK(memcmp(single, got + (long)t * rows, sizeof(float) * rows) == 0);

@@ -237,11 +237,9 @@ static void b_prepare(const float *x, int ldx, int n, int cols, int c0, int nc, 
     }
 }
 
-/* The E2M1 values as bf16, by code (sign in bit 3); twice, for lookups by a whole byte. */
-static const uint16_t e2m1_bf16[32] = {
-    0x0000, 0x3f00, 0x3f80, 0x3fc0, 0x4000, 0x4040, 0x4080, 0x40c0, 0x8000, 0xbf00, 0xbf80,
-    0xbfc0, 0xc000, 0xc040, 0xc080, 0xc0c0, 0x0000, 0x3f00, 0x3f80, 0x3fc0, 0x4000, 0x4040,
-    0x4080, 0x40c0, 0x8000, 0xbf00, 0xbf80, 0xbfc0, 0xc000, 0xc040, 0xc080, 0xc0c0};
+/* The E2M1 values as bf16, by code (sign in bit 3), padded to a vpermw table's 32 words. */
+static const uint16_t e2m1_bf16[32] = {0x0000, 0x3f00, 0x3f80, 0x3fc0, 0x4000, 0x4040, 0x4080, 0x40c0,
+                                       0x8000, 0xbf00, 0xbf80, 0xbfc0, 0xc000, 0xc040, 0xc080, 0xc0c0};
 
 /* One value exactly as bf16, scalar: code (sign in bit 3) times 2^(e - 127). Scales 0 and 1
  * give 0 (as the AVX-512 and AVX2 kernels: the values would be subnormal), 253-255 the f32
@@ -263,7 +261,8 @@ static uint16_t mx_word(unsigned code, uint8_t e) {
 
 /* Chunks [k0, k1) of one MXFP4 row's slice starting at chunk c0 (c0 and k0 even; k1 even
  * or the slice's end), as bf16 into out (the row's chunk k at out + 32k). */
-static void convert_row(const uint8_t *row, const uint8_t *sc, int cols, int c0, int k0, int k1, uint16_t *out) {
+static inline __attribute__((always_inline)) void convert_row(const uint8_t *row, const uint8_t *sc, int cols, int c0,
+                                                               int k0, int k1, uint16_t *out) {
     const int pairs_end = cols / DTYPE_MXFP4_BLOCK / 2 * 2;
     const __m512i table = _mm512_loadu_si512(e2m1_bf16), low4 = _mm512_set1_epi16(0x0f),
                   magnitude_code = _mm512_set1_epi16(7);
@@ -322,7 +321,6 @@ typedef struct {
 typedef struct {
     const uint16_t *src;  /* bf16: the block's first row at the slice's first column */
     const uint8_t *packed, *scale; /* MXFP4: the block's first row */
-    long ld;              /* bf16 elements between rows */
     int rows, valid, nc, cols, c0;
     uint16_t *dst;        /* 32 x nc x 32 elements */
     int row, line;        /* the next line to stage */
@@ -339,7 +337,7 @@ static inline void stage_lines(staging *g, int count) {
             convert_row(g->packed + (long)row * (g->cols / 2), g->scale + (long)row * (g->cols / DTYPE_MXFP4_BLOCK),
                         g->cols, g->c0, line, line + run, d - (long)line * CHUNK);
         } else if (!g->packed && row < g->rows && (line + run) * CHUNK <= g->valid) { /* whole bf16 lines */
-            const uint16_t *sp = g->src + (long)row * g->ld + line * CHUNK;
+            const uint16_t *sp = g->src + (long)row * g->cols + line * CHUNK;
             for (int i = 0; i < run; i++) {
                 _mm_prefetch((const char *)(sp + i * CHUNK) + KERNELS_ONE_TOKEN_PREFETCH_BYTES, _MM_HINT_T1);
                 _mm512_store_si512(d + i * CHUNK, _mm512_loadu_si512(sp + i * CHUNK));
@@ -349,7 +347,7 @@ static inline void stage_lines(staging *g, int count) {
                 const int left = !g->packed && row < g->rows ? g->valid - (line + i) * CHUNK : 0;
                 const __mmask32 m = left >= CHUNK ? 0xffffffffu : left > 0 ? (__mmask32)((1u << left) - 1) : 0;
                 _mm512_store_si512(d + i * CHUNK,
-                                   m ? _mm512_maskz_loadu_epi16(m, g->src + (long)row * g->ld + (line + i) * CHUNK)
+                                   m ? _mm512_maskz_loadu_epi16(m, g->src + (long)row * g->cols + (line + i) * CHUNK)
                                      : _mm512_setzero_si512());
             }
         count -= run;
@@ -372,7 +370,6 @@ static staging staging_of(const uint16_t *rows, const uint8_t *packed, const uin
         g.scale = scale + (long)r * (cols / DTYPE_MXFP4_BLOCK);
     } else
         g.src = rows + (long)r * cols + (long)c0 * CHUNK;
-    g.ld = cols;
     g.rows = n;
     g.valid = cols - c0 * CHUNK;
     g.nc = nc;
@@ -506,18 +503,14 @@ static void pending_push(pending pend[2], int *cur, float *y, int rt, int tt, in
 #define FEW_TOKENS (2 * TILE_TOKENS)
 
 /* Chunks [k0, k0 + RING_CHUNKS) (those < nc) of rows [r, r + nrb) into ring (32 rows x
- * RING_CHUNKS chunks): MXFP4 converted, bf16 copied (zero past cols); rows past nrb zero.
- * A pair of MXFP4 blocks with ordinary scales (2-252) gives convert_row's words with fewer
- * operations on the shuffle port, which bounds this loop: the table repeats its 16 values
- * so a byte indexes it directly (vpermw reads 5 bits: the low nibble plus one bit of the
- * high one), and each block's exponent step is a dword broadcast from memory. Four chunks
- * a row per fill: with two, the per-row bookkeeping was most of a fill's instructions. */
+ * RING_CHUNKS chunks): MXFP4 converted (convert_row), bf16 copied (zero past cols); rows
+ * past nrb zero. Four chunks a row per fill: with two, the per-row bookkeeping was most of
+ * a fill's instructions. */
 #define RING_CHUNKS 4
 
 static void ring_fill(const uint16_t *rows, const uint8_t *packed, const uint8_t *scale, int r, int nrb, int cols,
                       int nc, int k0, uint16_t *ring) {
     const int k1 = k0 + RING_CHUNKS < nc ? k0 + RING_CHUNKS : nc, nb = cols / DTYPE_MXFP4_BLOCK;
-    const int pairs_end = nb / 2 * 2, whole_pairs = ((k1 < pairs_end ? k1 : pairs_end) - k0) / 2;
     for (int i = nrb; i < 32; i++)
         for (int k = 0; k < RING_CHUNKS; k++)
             _mm512_store_si512(ring + (i * RING_CHUNKS + k) * CHUNK, _mm512_setzero_si512());
@@ -531,32 +524,9 @@ static void ring_fill(const uint16_t *rows, const uint8_t *packed, const uint8_t
             }
         return;
     }
-    const __m512i table = _mm512_loadu_si512(e2m1_bf16), low_nonzero = _mm512_set1_epi16(0x07),
-                  high_nonzero = _mm512_set1_epi16(0x70);
-    const uint8_t *row = packed + (long)r * (cols / 2) + 16 * k0, *sc = scale + (long)r * nb + k0;
-    uint16_t *o = ring;
-    for (int i = 0; i < nrb; i++, row += cols / 2, sc += nb, o += RING_CHUNKS * CHUNK) {
-        int32_t step[RING_CHUNKS]; /* (e - 127) << 7 in both words */
-        for (int q = 0; q < 2 * whole_pairs; q++)
-            step[q] = (int32_t)(((uint32_t)(sc[q] - 127) << 7 & 0xffffu) * 0x10001u);
-        for (int q = 0; q < whole_pairs; q++) {
-            const uint8_t e0 = sc[2 * q], e1 = sc[2 * q + 1];
-            if ((unsigned)(e0 - 2) > 250u || (unsigned)(e1 - 2) > 250u) {
-                convert_row(row - 16 * k0, sc - k0, cols, 0, k0 + 2 * q, k0 + 2 * q + 2, o - (long)k0 * CHUNK);
-                continue;
-            }
-            const __m512i bytes = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(row + 32 * q)));
-            const __m512i delta = _mm512_mask_set1_epi32(_mm512_set1_epi32(step[2 * q]), 0xff00, step[2 * q + 1]);
-            __m512i lo = _mm512_permutexvar_epi16(bytes, table);
-            __m512i hi = _mm512_permutexvar_epi16(_mm512_srli_epi16(bytes, 4), table);
-            lo = _mm512_mask_add_epi16(lo, _mm512_test_epi16_mask(bytes, low_nonzero), lo, delta);
-            hi = _mm512_mask_add_epi16(hi, _mm512_test_epi16_mask(bytes, high_nonzero), hi, delta);
-            _mm512_store_si512(o + 2 * q * CHUNK, lo);
-            _mm512_store_si512(o + (2 * q + 1) * CHUNK, hi);
-        }
-        if (k0 + 2 * whole_pairs < k1) /* the last, odd block */
-            convert_row(row - 16 * k0, sc - k0, cols, 0, k0 + 2 * whole_pairs, k1, o - (long)k0 * CHUNK);
-    }
+    for (int i = 0; i < nrb; i++)
+        convert_row(packed + (long)(r + i) * (cols / 2), scale + (long)(r + i) * nb, cols, 0, k0, k1,
+                    ring + ((long)i * RING_CHUNKS - k0) * CHUNK);
 }
 
 /* Asks for `lines` more lines of [*at, end) into L2. */

@@ -120,14 +120,21 @@ void *io_alloc_large(size_t bytes) {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
-#if defined(MADV_HUGEPAGE)
     /* Fewer first-touch faults: a slot filled by a read is touched a huge page at a time. */
-    if (bytes >= ((size_t)8 << 20))
-        madvise(p, bytes, MADV_HUGEPAGE);
-#endif
+    io_advise_huge_pages(p, bytes);
     return p;
 #else
     return malloc(bytes);
+#endif
+}
+
+void io_advise_huge_pages(void *p, size_t bytes) {
+#if defined(MADV_HUGEPAGE)
+    if (p && bytes >= ((size_t)8 << 20))
+        madvise(p, bytes, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
 #endif
 }
 

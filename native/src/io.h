@@ -64,6 +64,12 @@ void io_read_describe(char *out, size_t size, const char *path, size_t len, uint
 void *io_alloc_large(size_t bytes);
 void io_free_large(void *p, size_t bytes);
 
+/* Asks for [p, p + bytes), a mapping of 8 MB or more, to be mapped in 2 MB pages where the
+ * system allows (Linux MADV_HUGEPAGE); a request refused or unknown changes nothing. For
+ * a read-only file mapping it makes the kernel read the file into 2 MB page-cache pages
+ * on first touch, and map them whole, when the file is not yet cached in smaller ones. */
+void io_advise_huge_pages(void *p, size_t bytes);
+
 /* Seconds on a monotonic clock. */
 double io_now(void);
 

@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "k3.h"
 #include "layer_kinds.h"
+#include "mapped_pages.h"
 #include "membw.h"
 #include "numbers.h"
 #include "options.h"
@@ -132,6 +133,8 @@ int bench_main(int argc, char **argv) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const double model_rss = ru.ru_maxrss * 1024.0; /* before the triad's arrays exist */
+    mapped_pages pages;
+    mapped_pages_read(&pages);
     membw tr = {0};
     if (s != K3_OK || membw_open(&tr)) {
         if (s != K3_OK)
@@ -198,6 +201,9 @@ int bench_main(int argc, char **argv) {
     printf("  %-36s %12.1f %% (rounds %.1f..%.1f %%)\n", "achieved / bound (median round)", 100.0 * achieved,
            100.0 * lo, 100.0 * hi);
     printf("  %-36s %12.1f MB\n", "peak RSS (measured, before triad)", model_rss / 1e6);
+    if (pages.resident_bytes >= 0)
+        printf("  %-36s %12.1f MB (of %.1f MB resident)\n", "mapped file pages in 2 MB pages", pages.huge_bytes / 1e6,
+               pages.resident_bytes / 1e6);
     kind_figures kf[LAYER_KINDS];
     for (int k = 0; k < LAYER_KINDS; k++)
         kf[k] = kind_figures_of(&prefill_kinds, &decode_kinds, (layer_kind)k, prefill_s, peak, decode_s, gen, bandwidth);
@@ -222,9 +228,11 @@ int bench_main(int argc, char **argv) {
                 "  \"decode_tokens_per_s\": %.3f,\n  \"weight_bytes_per_token\": %.0f,\n"
                 "  \"bound_tokens_per_s\": %.3f,\n  \"achieved_over_bound\": %.4f,\n  \"peak_rss_bytes\": %.0f,\n"
                 "  \"kernels\": \"%s\",\n  \"fma_peak_flops_per_s\": %.0f,\n  \"prefill_flops_per_s\": %.0f,\n"
-                "  \"prefill_over_peak\": %.6g,\n  \"rounds\": [",
+                "  \"prefill_over_peak\": %.6g,\n  \"mapped_file_resident_bytes\": %.0f,\n"
+                "  \"mapped_file_huge_page_bytes\": %.0f,\n  \"rounds\": [",
                 dir, threads, bandwidth, prompt_len, prompt_len / prefill_s, gen, decode_tps, bytes_per_token,
-                bound_tps, achieved, model_rss, kernels, peak, prefill_flops, prefill_flops / peak);
+                bound_tps, achieved, model_rss, kernels, peak, prefill_flops, prefill_flops / peak,
+                pages.resident_bytes, pages.huge_bytes);
         for (int r = 0; r < ROUNDS; r++)
             fprintf(f, "%s\n    {\"bandwidth_bytes_per_s\": %.0f, \"decode_tokens_per_s\": %.3f, \"achieved_over_bound\": %.4f}",
                     r ? "," : "", bw[r], tps[r], ratio[r]);

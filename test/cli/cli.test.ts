@@ -151,6 +151,10 @@ test('k3 bench pairs every decode stretch with a triad and reports the median ro
   assert.ok(Math.abs(json.achieved_over_bound - (ratios[3] + ratios[4]) / 2) <= 2e-4);
   // The peak RSS is read before the triad's three 128 MB arrays exist.
   assert.ok(json.peak_rss_bytes < 384e6, `peak RSS ${json.peak_rss_bytes}`);
+  // The mapped weights' resident pages, and how many of them are in 2 MB pages (Linux).
+  assert.ok(json.mapped_file_resident_bytes > 0 && json.mapped_file_resident_bytes <= json.peak_rss_bytes);
+  assert.ok(json.mapped_file_huge_page_bytes >= 0 && json.mapped_file_huge_page_bytes <= json.mapped_file_resident_bytes);
+  assert.match(r.stdout, /mapped file pages in 2 MB pages +[\d.]+ MB \(of [\d.]+ MB resident\)/);
   // Prefill's compute is its multiply-adds over its time, as a share of the measured peak
   // of the kernels in use.
   assert.ok(['scalar', 'avx2', 'avx512'].includes(json.kernels), json.kernels);

@@ -36,6 +36,8 @@ interface BenchResult {
   bound_tokens_per_s: number;
   achieved_over_bound: number;
   peak_rss_bytes: number;
+  mapped_file_resident_bytes: number;
+  mapped_file_huge_page_bytes: number;
   kernels: string;
   fma_peak_flops_per_s: number;
   prefill_flops_per_s: number;
@@ -77,6 +79,8 @@ const rows: [string, (r: BenchResult) => string][] = [
   ['  rounds, %', (r) => range(r.rounds.map((x) => 100 * x.achieved_over_bound), 0)],
   ['  whole run / fastest triad', (r) => `${(100 * againstPeak(r)).toFixed(1)} %`],
   ['peak RSS, MB (measured, no triad)', (r) => (r.peak_rss_bytes / 1e6).toFixed(0)],
+  // Decode reads 4 kB pages slower than 2 MB ones (docs/PERFORMANCE.md): say which it had.
+  ['  mapped weights in 2 MB pages, MB', (r) => `${(r.mapped_file_huge_page_bytes / 1e6).toFixed(0)} of ${(r.mapped_file_resident_bytes / 1e6).toFixed(0)}`],
 ];
 /* Per layer kind (k3 bench's observer): where each phase's time goes and how close each kind
  * comes to its bound, so the next gap shows without a profiler. */

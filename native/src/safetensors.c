@@ -357,7 +357,7 @@ static k3_status load_shard(st_set *set, int k, k3_error *err) {
      * a decode step streams every trunk weight once, and with 4 kB pages each page
      * costs a translation walk that, after other work has filled the caches, goes to
      * memory. `medium` on a Zen 5 VM, `k3 bench` (a triad before each decode round):
-     * 20-22 tokens/s from 4 kB pages, 29 from 2 MB ones; prefill alike. */
+     * decode 1.07-1.16x as fast on one thread, 1.08-1.30x on two (docs/PERFORMANCE.md). */
     io_advise_huge_pages(map, (size_t)sh->size);
     fault_register(sh->map, (size_t)sh->size);
     uint64_t header_len = 0;

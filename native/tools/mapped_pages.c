@@ -3,7 +3,6 @@
 #include "mapped_pages.h"
 
 #include <stdio.h>
-#include <string.h>
 
 int mapped_pages_read(mapped_pages *out) {
     out->resident_bytes = out->huge_bytes = -1;

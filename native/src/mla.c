@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "axpy_rows.h"
 #include "dtype.h"
 #include "ops.h"
 
@@ -30,17 +31,18 @@ long mla_scratch_floats(const mla_dims *dm, int n, int capacity) {
            (long)score_rows(n) * capacity + (long)MLA_SCORE_TOKENS * dm->kv_lora;
 }
 
-/* Row r of a f32 or bf16 matrix as floats: a pointer into the weights, or into tmp. Inlined
- * so that attend_heads' AVX-512 clone widens in vectors (out of line it was the baseline's
- * scalar loop: a tenth of an MLA layer's decode time; 1-thread decode on small 0.99x CPU). */
-static inline __attribute__((always_inline)) const float *row_f32(const kernels_matrix *m, int r, float *tmp) {
-    if (m->type == KERNELS_F32)
-        return (const float *)m->data + (long)r * m->cols;
+/* Row r of a bf16 matrix as floats, into dst. Inlined so that attend_heads' AVX-512 clone
+ * widens in vectors (out of line it was the baseline's scalar loop: a tenth of an MLA
+ * layer's decode time; 1-thread decode on small 0.99x CPU). */
+static inline __attribute__((always_inline)) void row_f32_into(const kernels_matrix *m, int r, float *dst) {
     const uint16_t *src = (const uint16_t *)m->data + (long)r * m->cols;
     for (int c = 0; c < m->cols; c++)
-        tmp[c] = dtype_bf16_to_f32(src[c]);
-    return tmp;
+        dst[c] = dtype_bf16_to_f32(src[c]);
 }
+
+/* Floats of W_UK rows converted at once for the absorption: a block that stays in L1
+ * (16 kB: 8 rows of K3's 512 latent columns) on the stack of whichever thread runs it. */
+#define ABSORB_BLOCK_FLOATS 4096
 
 /* Attention for a range of heads over the whole batch. */
 typedef struct {
@@ -62,7 +64,7 @@ typedef struct {
 #define PARALLEL_HEADS_MIN_TOKENS 4
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-/* The absorption's and the weighted sum's rows in 16 (AVX-512) or 8 (AVX2) lanes;
+/* The W_UK rows' conversion and the scores' scaling in 16 (AVX-512) or 8 (AVX2) lanes;
  * element-wise either way, so the bits do not depend on the clone. */
 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #endif
@@ -74,6 +76,7 @@ static void attend_heads(void *arg, int h0, int h1) {
     const long qdim = (long)H * qh;
     const int chunk = h0 / j->grain;
     float *scores = j->scores + (long)chunk * j->group * (start + n), *tmp = j->tmp + (long)chunk * L;
+    float absorb_block[ABSORB_BLOCK_FLOATS];
     for (int h = h0; h < h1; h++) {
         /* Absorb W_UK for every token of the batch: qa = W_UK[h]^T q_nope, each row of
          * W_UK converted once; each qa[j] sums over i in order, as for a single token. */
@@ -83,13 +86,21 @@ static void attend_heads(void *arg, int h0, int h1) {
                 qt[c] = 0.0f;
             memcpy(qt + L, j->q + (long)t * qdim + (long)h * qh + dm->nope, sizeof(float) * R);
         }
-        for (int i = 0; i < dm->nope; i++) {
-            const float *wr = row_f32(&j->w->kv_b, h * kvh + i, tmp);
-            for (int t = 0; t < n; t++) {
-                float *qt = j->qa + ((long)t * H + h) * row;
-                const float qi = j->q[(long)t * qdim + (long)h * qh + i];
-                for (int c = 0; c < L; c++)
-                    qt[c] += wr[c] * qi;
+        const kernels_matrix *kv_b = &j->w->kv_b;
+        float *qa_h = j->qa + (long)h * row;
+        const float *q_h = j->q + (long)h * qh;
+        if (kv_b->type == KERNELS_F32) {
+            axpy_rows((const float *)kv_b->data + (long)h * kvh * L, L, q_h, qdim, dm->nope, 0, n, L, qa_h, H * row);
+        } else {
+            /* bf16 rows converted a block at a time; the sums go on over the blocks in
+             * row order, so they add the rows as one call would. */
+            const int block = L <= ABSORB_BLOCK_FLOATS ? ABSORB_BLOCK_FLOATS / L : 1;
+            float *wb = L <= ABSORB_BLOCK_FLOATS ? absorb_block : tmp;
+            for (int i0 = 0; i0 < dm->nope; i0 += block) {
+                const int rows_in = dm->nope - i0 < block ? dm->nope - i0 : block;
+                for (int i = 0; i < rows_in; i++)
+                    row_f32_into(kv_b, h * kvh + i0 + i, wb + (long)i * L);
+                axpy_rows(wb, L, q_h + i0, qdim, rows_in, 0, n, L, qa_h, H * row);
             }
         }
         /* Every cache row dotted with every token's [qa | q_pe] by the matrix kernel, a
@@ -112,17 +123,9 @@ static void attend_heads(void *arg, int h0, int h1) {
                 for (int c = 0; c < L; c++)
                     lh[c] = 0.0f;
             }
-            /* lat_h = sum over positions of p * cache row: positions outer so a cache row is
-             * read once for the group; each lh[c] still sums positions in order. */
-            for (int s = 0; s < span; s++) {
-                const float *cs = j->cache + (long)s * row;
-                for (int t = s > start + t0 ? s - start - t0 : 0; t < nt; t++) {
-                    const float p = scores[(long)t * span + s];
-                    float *lh = j->lat + ((long)(t0 + t) * H + h) * L;
-                    for (int c = 0; c < L; c++)
-                        lh[c] += p * cs[c];
-                }
-            }
+            /* lat_h = sum over positions of p * cache row, each token over its own
+             * positions, in order. */
+            axpy_rows(j->cache, row, scores, span, start + t0 + 1, 1, nt, L, j->lat + ((long)t0 * H + h) * L, H * L);
         }
     }
 }

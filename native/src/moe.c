@@ -91,20 +91,21 @@ static void run_experts(void *arg, int begin, int end) {
  * scratch of its own and the batch's tokens route on any thread. */
 static void route(const moe_dims *dm, float *logits, const float *bias, int *sel, float *weight) {
     int chosen = 0;
-    for (int e = 0; e < dm->n_experts; e++)
-        logits[e] = ops_sigmoid(logits[e]);
-    /* Selection by repeated max over a small n_experts keeps ties deterministic. */
+    ops_sigmoid_n(logits, dm->n_experts, logits);
+    /* Selection by repeated max over a small n_experts keeps ties deterministic. An expert
+     * already chosen is looked for only when it would win: testing every expert against
+     * the chosen ones was most of routing's time (and routing 2 % of a prefill). */
     for (int k = 0; k < dm->top_k; k++) {
         int best = -1;
         float best_v = 0.0f;
         for (int e = 0; e < dm->n_experts; e++) {
+            const float v = logits[e] + (bias ? bias[e] : 0.0f);
+            if (best >= 0 && !(v > best_v))
+                continue;
             int taken = 0;
             for (int j = 0; j < chosen; j++)
                 taken |= sel[j] == e;
-            if (taken)
-                continue;
-            const float v = logits[e] + (bias ? bias[e] : 0.0f);
-            if (best < 0 || v > best_v) {
+            if (!taken) {
                 best = e;
                 best_v = v;
             }

@@ -2,6 +2,7 @@
  * series over every range the activation meets, including the series' seam at |y| = 0.5,
  * saturation and zero; the array forms of the activations against the one-value forms. */
 #include <math.h>
+#include <string.h>
 
 #include "harness.h"
 #include "ops.h"
@@ -84,4 +85,53 @@ TEST(array_activations_equal_the_one_value_forms_bit_for_bit_and_the_formulas_cl
     for (int i = 0; i < N; i++)
         total += p[i];
     CHECK_NEAR(total, 1.0, 1e-6);
+}
+
+/* softmax with one running maximum, e^x from ops_exp_n and the sum in ops.c's eight
+ * partials: what ops_softmax must equal bit for bit, however it finds the maximum. */
+static void softmax_reference(float *x, int n) {
+    float m = x[0];
+    for (int i = 1; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    for (int i = 0; i < n; i++)
+        x[i] = x[i] - m;
+    ops_exp_n(x, n);
+    double p[8] = {0};
+    for (int i = 0; i < n; i++)
+        p[i % 8] += x[i];
+    const float inv = (float)(1.0 / (((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]))));
+    for (int i = 0; i < n; i++)
+        x[i] *= inv;
+}
+
+TEST(softmax_equals_the_running_maximum_form_bit_for_bit_with_ties_zeros_and_nan) {
+    enum { N = 150 };
+    float x[N], got[N], want[N];
+    for (int n = 1; n <= N; n++)
+        for (int pattern = 0; pattern < 4; pattern++) {
+            for (int i = 0; i < n; i++) {
+                const unsigned h = (unsigned)(i + 31 * n + 977 * pattern) * 2654435761u;
+                x[i] = ((float)(h >> 8) / 16777216.0f - 0.5f) * 40.0f;
+                if (pattern == 1)
+                    x[i] = -fabsf(x[i]) * (float)(i % 3); /* maximum zero, of both signs */
+                if (pattern == 1 && i % 5 == 4)
+                    x[i] = -0.0f;
+                if (pattern == 2)
+                    x[i] = (float)(i % 4); /* ties for the maximum in every lane */
+            }
+            if (pattern == 3 && n > 2)
+                x[n / 2] = NAN; /* past the first: skipped by the maximum, as there */
+            memcpy(got, x, sizeof(float) * n);
+            memcpy(want, x, sizeof(float) * n);
+            ops_softmax(got, n);
+            softmax_reference(want, n);
+            if (memcmp(got, want, sizeof(float) * n) != 0) {
+                harness_fail(__FILE__, __LINE__, "n %d, pattern %d: bits differ", n, pattern);
+                return;
+            }
+        }
+    x[0] = NAN;
+    x[1] = 3.0f;
+    ops_softmax(x, 2);
+    CHECK(isnan(x[0]) && isnan(x[1]));
 }

@@ -36,10 +36,11 @@ static void conv_shift(float *hist, int k, long stride, int width, const float *
 }
 
 /* Causal depthwise conv of `width` channels of one token's projection u with their carried
- * pre-conv history hist (conv_k-1 rows `stride` apart, oldest first); writes silu(conv)
- * to y and shifts u into the history. Each channel sums its taps oldest first from zero,
- * whatever the width; the loops run taps outer and channels inner so that the channels
- * go in vectors (channel by channel it was most of head_inputs' time in a prefill). */
+ * pre-conv history hist (conv_k-1 rows `stride` apart, oldest first); taps (conv_k rows
+ * `stride` apart, the same channels of each: kda.h's layout); writes silu(conv) to y and
+ * shifts u into the history. Each channel sums its taps oldest first from zero, whatever
+ * the width; the loops run taps outer and channels inner so that the channels go in
+ * vectors (channel by channel it was most of head_inputs' time in a prefill). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #endif
@@ -48,12 +49,13 @@ static void short_conv(const float *restrict taps, float *restrict hist, int k, 
     for (int c = 0; c < width; c++)
         y[c] = 0.0f;
     for (int j = 0; j < k - 1; j++) {
-        const float *h = hist + (long)j * stride;
+        const float *h = hist + (long)j * stride, *w = taps + (long)j * stride;
         for (int c = 0; c < width; c++)
-            y[c] += taps[(long)c * k + j] * h[c];
+            y[c] += w[c] * h[c];
     }
+    const float *w = taps + (long)(k - 1) * stride;
     for (int c = 0; c < width; c++)
-        y[c] += taps[(long)c * k + k - 1] * u[c];
+        y[c] += w[c] * u[c];
     ops_silu_n(y, width);
     conv_shift(hist, k, stride, width, u);
 }
@@ -194,7 +196,7 @@ static void head_inputs(const heads_job *j, int h) {
             float *u = proj[i] + (long)t * P + off;
             if (j->journal)
                 memcpy(j->journal + t * row + i * P + off, u, sizeof(float) * D);
-            short_conv(j->w->conv[i] + off * K, hist + i * hist_stride, K, P, D, u, conv_out);
+            short_conv(j->w->conv[i] + off, hist + i * hist_stride, K, P, D, u, conv_out);
             memcpy(u, conv_out, sizeof(float) * D);
         }
     const float a = expf(j->w->a_log[h]);

@@ -32,7 +32,8 @@ typedef struct kda_weights {
     kernels_matrix b;        /* (H, d) */
     kernels_matrix g;        /* (H*D, d) full-rank output gate */
     kernels_matrix o;        /* (d, H*D) */
-    const float *conv[3];    /* q, k, v taps: (H*D, conv_k), oldest tap first */
+    const float *conv[3];    /* q, k, v taps: (conv_k, H*D), oldest tap first (the checkpoint's
+                                (H*D, conv_k) reordered at load, weights.c) */
     const float *a_log;      /* (H): the first H entries of the stored (padded) A_log */
     const float *dt_bias;    /* (H*D) */
     const float *o_norm;     /* (D), shared by all heads */

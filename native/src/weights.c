@@ -190,6 +190,21 @@ static k3_status bind_res_query(loader *L, const char *site_fmt, int layer, cons
             return s_;                                                                                                \
     } while (0)
 
+/* The checkpoint's conv taps, (channels, taps), rewritten in place as (taps, channels)
+ * (kda.h): the conv then reads each tap's channels side by side, in vectors. */
+static k3_status taps_by_position(loader *L, float *taps, int channels, int k) {
+    float *copy = malloc(sizeof(float) * (size_t)channels * (size_t)k);
+    if (!copy)
+        return error_set(L->err, K3_ERR_OUT_OF_MEMORY, "tensor '%s': out of memory reordering its %d x %d taps", L->name,
+                         channels, k);
+    memcpy(copy, taps, sizeof(float) * (size_t)channels * (size_t)k);
+    for (int c = 0; c < channels; c++)
+        for (int j = 0; j < k; j++)
+            taps[(long)j * channels + c] = copy[(long)c * k + j];
+    free(copy);
+    return K3_OK;
+}
+
 static k3_status bind_kda(loader *L, int i, kda_weights *w) {
     const model *m = L->m;
     const int d = m->hidden, H = m->kda.heads, D = m->kda.head_dim, P = H * D, K = m->kda.conv_k;
@@ -210,6 +225,8 @@ static k3_status bind_kda(loader *L, int i, kda_weights *w) {
         const st_tensor *t = st_find(m->tensors, NAME(conv[c]));
         const int two_d = t && t->ndim == 2; /* some re-quantized checkpoints drop the 1 */
         TRY(bind_vector_shaped(L, NAME(conv[c]), two_d ? 2 : 3, two_d ? taps2 : taps3, (long)P * K, &w->conv[c]));
+        if (!L->dry)
+            TRY(taps_by_position(L, (float *)w->conv[c], P, K));
     }
     const st_tensor *alog = st_find(m->tensors, NAME("A_log"));
     const long alog_len = alog && alog->ndim == 1 && alog->shape[0] >= H ? (long)alog->shape[0] : H;

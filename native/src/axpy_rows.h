@@ -9,10 +9,17 @@
 #ifndef K3_AXPY_ROWS_H
 #define K3_AXPY_ROWS_H
 
+#include "isa.h"
+
 /* For t < nt and c < cols: out[t * ldo + c] += sum over s < len0 + step * t, in order, of
  * a[t * lda + s] * rows[s * ldr + c]. step >= 0 (0: every token takes len0 rows; 1: a
  * causal group, each token one position further than the one before). */
 void axpy_rows(const float *rows, long ldr, const float *a, long lda, int len0, int step, int nt, int cols,
                float *out, long ldo);
+
+/* The same with the variant of one instruction-set level (isa.h; the CPU must run it):
+ * axpy_rows uses isa_best()'s. */
+void axpy_rows_with(isa_level level, const float *rows, long ldr, const float *a, long lda, int len0, int step,
+                    int nt, int cols, float *out, long ldo);
 
 #endif

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "isa.h"
 #include "ops.h"
 
 /* State layout: S (H, D, D) with S[h][key][value], then conv history (3, conv_k-1, H*D). */
@@ -87,80 +88,6 @@ static inline void row_write_read(float *restrict row, int d, float bk, const fl
     }
 }
 
-/* Columns per block of a pass over a head's whole state: the block's sums stay in four
- * 16-float vectors (GCC's vector extension: registers in the AVX-512 clone) through all D
- * rows, where a row at a time stored and reloaded them for every row. The operations are
- * the row functions' own, element-wise, and each sum still adds the rows in key order, so
- * the bits are theirs; they take the columns past the last whole block. */
-#define STATE_COLS 64
-
-typedef float state_vec __attribute__((vector_size(64)));
-
-/* Unaligned 64-byte moves (macros: a function returning the vector would change the ABI
- * of the default clone). */
-#define STATE_LOAD(v, p) memcpy(&(v), (p), sizeof(state_vec))
-#define STATE_STORE(p, v) memcpy((p), &(v), sizeof(state_vec))
-
-/* u = S^T k after each key row i is decayed by decay[i] (row_decay_read over all rows). */
-static inline __attribute__((always_inline)) void pass_decay_read(float *restrict S, int D, const float *decay,
-                                                                  const float *k, float *restrict u) {
-    int j0 = 0;
-    for (; j0 + STATE_COLS <= D; j0 += STATE_COLS) {
-        state_vec acc[4] = {{0}};
-        for (int i = 0; i < D; i++) {
-            float *row = S + (long)i * D + j0;
-            const float a = decay[i], k_i = k[i];
-            _Pragma("GCC unroll 4") for (int b = 0; b < 4; b++) {
-                state_vec r;
-                STATE_LOAD(r, row + 16 * b);
-                r = r * a;
-                STATE_STORE(row + 16 * b, r);
-                acc[b] = acc[b] + r * k_i;
-            }
-        }
-        for (int b = 0; b < 4; b++)
-            STATE_STORE(u + j0 + 16 * b, acc[b]);
-    }
-    if (j0 < D) {
-        for (int j = j0; j < D; j++)
-            u[j] = 0.0f;
-        for (int i = 0; i < D; i++)
-            row_decay_read(S + (long)i * D + j0, D - j0, decay[i], k[i], u + j0);
-    }
-}
-
-/* Each key row i += (bt * k[i]) * delta, then o = S^T q of the updated rows
- * (row_write_read over all rows). */
-static inline __attribute__((always_inline)) void pass_write_read(float *restrict S, int D, float bt, const float *k,
-                                                                  const float *delta, const float *q,
-                                                                  float *restrict o) {
-    int j0 = 0;
-    for (; j0 + STATE_COLS <= D; j0 += STATE_COLS) {
-        state_vec acc[4] = {{0}}, dl[4];
-        for (int b = 0; b < 4; b++)
-            STATE_LOAD(dl[b], delta + j0 + 16 * b);
-        for (int i = 0; i < D; i++) {
-            float *row = S + (long)i * D + j0;
-            const float bk = bt * k[i], q_i = q[i];
-            _Pragma("GCC unroll 4") for (int b = 0; b < 4; b++) {
-                state_vec r;
-                STATE_LOAD(r, row + 16 * b);
-                r = r + bk * dl[b];
-                STATE_STORE(row + 16 * b, r);
-                acc[b] = acc[b] + r * q_i;
-            }
-        }
-        for (int b = 0; b < 4; b++)
-            STATE_STORE(o + j0 + 16 * b, acc[b]);
-    }
-    if (j0 < D) {
-        for (int j = j0; j < D; j++)
-            o[j] = 0.0f;
-        for (int i = 0; i < D; i++)
-            row_write_read(S + (long)i * D + j0, D - j0, bt * k[i], delta + j0, q[i], o + j0);
-    }
-}
-
 /* What one head reads and writes for a batch. Rows of q, k, v, gate, decay and o are
  * (n, P) with the head's D columns at h * D; beta is (n, H). Each head turns its own
  * columns of the projections into the recurrence's inputs (conv, decay, beta) before its
@@ -235,36 +162,132 @@ static void head_outputs(const heads_job *j, int h) {
         ops_mul_sigmoid(j->o + (long)t * P + off, j->gate + (long)t * P + off, D);
 }
 
+/* A pass over a head's whole state takes its columns in blocks of STATE_VECS vectors whose
+ * sums stay in registers through all D rows, where a row at a time stored and reloaded
+ * them for every row. The operations are the row functions' own, element-wise, and each
+ * sum still adds the rows in key order, so the bits are theirs; they take the columns past
+ * the last whole block. One variant per instruction-set level (isa.h), in its register
+ * width: a 64-byte vector built for AVX2 went through the stack, and the recurrence ran
+ * 16x slower there than built for AVX-512 (8 heads of 128, one token: 259 against 16 us). */
+#define STATE_VECS 4
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-/* The state's rows in 16 (AVX-512) or 8 (AVX2) lanes; element-wise either way, so the bits
- * do not depend on the clone. */
-__attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#define STATE_X86 1
+#define TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
+#define TARGET_AVX2 __attribute__((target("avx2,fma")))
 #endif
+#define TARGET_BASE
+
+/* Unaligned moves (macros: a function returning the vector would change the ABI of the
+ * baseline variant). */
+#define STATE_LOAD(v, p) memcpy(&(v), (p), sizeof(v))
+#define STATE_STORE(p, v) memcpy((p), &(v), sizeof(v))
+
+/* pass_decay_read_##S: u = S^T k after each key row i is decayed by decay[i]
+ * (row_decay_read over all rows). pass_write_read_##S: each key row i += (bt * k[i]) *
+ * delta, then o = S^T q of the updated rows (row_write_read over all rows). VF floats a
+ * vector. */
+#define STATE_PASSES(S, TARGET, VF)                                                                                   \
+    typedef float state_vec_##S __attribute__((vector_size(VF * 4)));                                               \
+    static inline __attribute__((always_inline)) TARGET void pass_decay_read_##S(                                   \
+        float *restrict S_, int D, const float *decay, const float *k, float *restrict u) {                         \
+        int j0 = 0;                                                                                                 \
+        for (; j0 + STATE_VECS * VF <= D; j0 += STATE_VECS * VF) {                                                  \
+            state_vec_##S acc[STATE_VECS] = {{0}};                                                                  \
+            for (int i = 0; i < D; i++) {                                                                           \
+                float *row = S_ + (long)i * D + j0;                                                                 \
+                const float a = decay[i], k_i = k[i];                                                               \
+                _Pragma("GCC unroll 4") for (int b = 0; b < STATE_VECS; b++) {                                      \
+                    state_vec_##S r;                                                                                \
+                    STATE_LOAD(r, row + VF * b);                                                                    \
+                    r = r * a;                                                                                      \
+                    STATE_STORE(row + VF * b, r);                                                                   \
+                    acc[b] = acc[b] + r * k_i;                                                                      \
+                }                                                                                                   \
+            }                                                                                                       \
+            for (int b = 0; b < STATE_VECS; b++)                                                                    \
+                STATE_STORE(u + j0 + VF * b, acc[b]);                                                               \
+        }                                                                                                           \
+        if (j0 < D) {                                                                                               \
+            for (int j = j0; j < D; j++)                                                                            \
+                u[j] = 0.0f;                                                                                        \
+            for (int i = 0; i < D; i++)                                                                             \
+                row_decay_read(S_ + (long)i * D + j0, D - j0, decay[i], k[i], u + j0);                              \
+        }                                                                                                           \
+    }                                                                                                               \
+    static inline __attribute__((always_inline)) TARGET void pass_write_read_##S(                                   \
+        float *restrict S_, int D, float bt, const float *k, const float *delta, const float *q, float *restrict o) { \
+        int j0 = 0;                                                                                                 \
+        for (; j0 + STATE_VECS * VF <= D; j0 += STATE_VECS * VF) {                                                  \
+            state_vec_##S acc[STATE_VECS] = {{0}}, dl[STATE_VECS];                                                  \
+            for (int b = 0; b < STATE_VECS; b++)                                                                    \
+                STATE_LOAD(dl[b], delta + j0 + VF * b);                                                             \
+            for (int i = 0; i < D; i++) {                                                                           \
+                float *row = S_ + (long)i * D + j0;                                                                 \
+                const float bk = bt * k[i], q_i = q[i];                                                             \
+                _Pragma("GCC unroll 4") for (int b = 0; b < STATE_VECS; b++) {                                      \
+                    state_vec_##S r;                                                                                \
+                    STATE_LOAD(r, row + VF * b);                                                                    \
+                    r = r + bk * dl[b];                                                                             \
+                    STATE_STORE(row + VF * b, r);                                                                   \
+                    acc[b] = acc[b] + r * q_i;                                                                      \
+                }                                                                                                   \
+            }                                                                                                       \
+            for (int b = 0; b < STATE_VECS; b++)                                                                    \
+                STATE_STORE(o + j0 + VF * b, acc[b]);                                                               \
+        }                                                                                                           \
+        if (j0 < D) {                                                                                               \
+            for (int j = j0; j < D; j++)                                                                            \
+                o[j] = 0.0f;                                                                                        \
+            for (int i = 0; i < D; i++)                                                                             \
+                row_write_read(S_ + (long)i * D + j0, D - j0, bt * k[i], delta + j0, q[i], o + j0);                \
+        }                                                                                                           \
+    }                                                                                                               \
+    /* Head h's tokens in order: its state stays in cache for the batch. Two passes over the                     \
+     * state per token, each key row once: decay it and add it into u = S^T k; then the delta                     \
+     * write and the read o = S^T q of the updated row. Each u[j] and o[j] sums over rows in                      \
+     * key order. */                                                                                                \
+    static TARGET void recurrence_##S(const heads_job *j, int h) {                                                  \
+        const int H = j->dm->heads, D = j->dm->head_dim, P = H * D;                                                 \
+        const float q_scale = 1.0f / sqrtf((float)D);                                                               \
+        float *Sh = j->state + (long)h * D * D, *u = j->u + (long)h * D;                                            \
+        for (int t = 0; t < j->n; t++) {                                                                            \
+            const long at = (long)t * P + (long)h * D;                                                              \
+            float *q = j->q + at, *k = j->k + at, *oh = j->o + at;                                                  \
+            const float *v = j->v + at, *decay = j->decay + at;                                                     \
+            const float bt = j->beta[(long)t * H + h];                                                              \
+            ops_l2norm(q, D, 1e-6f, q_scale);                                                                       \
+            ops_l2norm(k, D, 1e-6f, 1.0f);                                                                          \
+            pass_decay_read_##S(Sh, D, decay, k, u);                                                                \
+            for (int c = 0; c < D; c++)                                                                             \
+                u[c] = v[c] - u[c];                                                                                 \
+            pass_write_read_##S(Sh, D, bt, k, u, q, oh);                                                            \
+            /* The head-wise RMSNorm. */                                                                            \
+            ops_rmsnorm(oh, j->w->o_norm, D, j->dm->norm_eps, oh);                                                  \
+        }                                                                                                           \
+    }
+
+/* 16 floats a vector for AVX-512, 8 for AVX2, 4 for the baseline (SSE). */
+#ifdef STATE_X86
+STATE_PASSES(avx512, TARGET_AVX512, 16)
+STATE_PASSES(avx2, TARGET_AVX2, 8)
+#endif
+STATE_PASSES(base, TARGET_BASE, 4)
+
 static void run_heads(void *arg, int h0, int h1) {
     const heads_job *j = arg;
-    const int H = j->dm->heads, D = j->dm->head_dim, P = H * D;
-    const float q_scale = 1.0f / sqrtf((float)D);
+    const isa_level level = isa_best();
+    (void)level; /* one variant only off x86 */
     for (int h = h0; h < h1; h++) {
         head_inputs(j, h);
-        float *Sh = j->state + (long)h * D * D, *u = j->u + (long)h * D;
-        /* Tokens in order within the head: the head's state stays in cache for the batch. */
-        for (int t = 0; t < j->n; t++) {
-            const long at = (long)t * P + (long)h * D;
-            float *q = j->q + at, *k = j->k + at, *oh = j->o + at;
-            const float *v = j->v + at, *decay = j->decay + at;
-            const float bt = j->beta[(long)t * H + h];
-            ops_l2norm(q, D, 1e-6f, q_scale);
-            ops_l2norm(k, D, 1e-6f, 1.0f);
-            /* Two passes over the state, each key row once: decay it and add it into
-             * u = S^T k; then the delta write and the read o = S^T q of the updated row.
-             * Each u[j] and o[j] still sums over rows in key order. */
-            pass_decay_read(Sh, D, decay, k, u);
-            for (int c = 0; c < D; c++)
-                u[c] = v[c] - u[c];
-            pass_write_read(Sh, D, bt, k, u, q, oh);
-            /* The head-wise RMSNorm. */
-            ops_rmsnorm(oh, j->w->o_norm, D, j->dm->norm_eps, oh);
-        }
+#ifdef STATE_X86
+        if (level == ISA_AVX512)
+            recurrence_avx512(j, h);
+        else if (level == ISA_AVX2)
+            recurrence_avx2(j, h);
+        else
+#endif
+            recurrence_base(j, h);
         head_outputs(j, h);
     }
 }

@@ -1,5 +1,5 @@
-/* test_axpy_rows.c - axpy_rows against the one-element-at-a-time loop it stands for, bit
- * for bit: whole tiles, lone tokens, columns past the last vector, strided rows and
+/* test_axpy_rows.c - axpy_rows and each variant this CPU runs against the one-element-at-a-
+ * time loop they stand for, bit for bit: whole tiles, lone tokens, columns past the last vector, strided rows and
  * outputs, every token its own count of rows (step 1) or the same (step 0), and sums that
  * start from what the output already holds. */
 #include <string.h>
@@ -25,7 +25,8 @@ static float value(unsigned i) {
 
 TEST(axpy_rows_gives_the_loops_bits_for_every_tile_shape_stride_and_step) {
     enum { MAX_ROWS = 80, MAX_COLS = 100, MAX_T = 11, LDR = 113, LDA = 97, LDO = 107 };
-    static float rows[MAX_ROWS * LDR], a[MAX_T * LDA], got[MAX_T * LDO], want[MAX_T * LDO];
+    static float rows[MAX_ROWS * LDR], a[MAX_T * LDA], got[MAX_T * LDO], want[MAX_T * LDO],
+        start[MAX_T * LDO];
     for (unsigned i = 0; i < MAX_ROWS * LDR; i++)
         rows[i] = value(i);
     for (unsigned i = 0; i < MAX_T * LDA; i++)
@@ -38,15 +39,23 @@ TEST(axpy_rows_gives_the_loops_bits_for_every_tile_shape_stride_and_step) {
                 for (int len0 = step; len0 <= MAX_ROWS - step * MAX_T; len0 += 23) {
                     const int cols = cols_cases[ci];
                     for (unsigned i = 0; i < MAX_T * LDO; i++)
-                        got[i] = want[i] = value(i + 104729u); /* sums go on from these */
+                        start[i] = want[i] = value(i + 104729u); /* sums go on from these */
                     reference(rows, LDR, a, LDA, len0, step, nt, cols, want, LDO);
-                    axpy_rows(rows, LDR, a, LDA, len0, step, nt, cols, got, LDO);
-                    if (memcmp(got, want, sizeof got) != 0) {
-                        harness_fail(__FILE__, __LINE__, "cols %d, %d tokens, step %d, len0 %d: bits differ", cols,
-                                     nt, step, len0);
-                        return;
+                    for (int v = ISA_BASE; v <= ISA_AVX512 + 1; v++) {
+                        memcpy(got, start, sizeof got);
+                        if (v > ISA_AVX512)
+                            axpy_rows(rows, LDR, a, LDA, len0, step, nt, cols, got, LDO);
+                        else if (isa_supported((isa_level)v))
+                            axpy_rows_with((isa_level)v, rows, LDR, a, LDA, len0, step, nt, cols, got, LDO);
+                        else
+                            continue;
+                        if (memcmp(got, want, sizeof got) != 0) {
+                            harness_fail(__FILE__, __LINE__, "variant %d, cols %d, %d tokens, step %d, len0 %d: bits differ",
+                                         v, cols, nt, step, len0);
+                            return;
+                        }
+                        cases++;
                     }
-                    cases++;
                 }
-    CHECK(cases > 500);
+    CHECK(cases > 2000); /* the baseline, the widest, and whatever lies between */
 }

@@ -17,13 +17,6 @@
 
 #include "isa.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define AXPY_X86 1
-#define TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
-#define TARGET_AVX2 __attribute__((target("avx2,fma")))
-#endif
-#define TARGET_BASE
-
 /* Unaligned moves (macros: a function returning the vector would change the ABI of the
  * baseline variant). */
 #define VEC_LOAD(v, p) memcpy(&(v), (p), sizeof(v))
@@ -105,15 +98,15 @@ static void columns_left(const float *rows, long ldr, const float *a, int len, i
 }
 
 /* Sums in registers: AVX-512 4 x 4 of its 32, AVX2 4 x 2 of its 16, SSE 4 x 2 of its 16. */
-#ifdef AXPY_X86
-AXPY_VARIANT(avx512, TARGET_AVX512, 16, 4, 4)
-AXPY_VARIANT(avx2, TARGET_AVX2, 8, 2, 4)
+#ifdef ISA_X86
+AXPY_VARIANT(avx512, ISA_TARGET_AVX512, 16, 4, 4)
+AXPY_VARIANT(avx2, ISA_TARGET_AVX2, 8, 2, 4)
 #endif
-AXPY_VARIANT(base, TARGET_BASE, 4, 2, 4)
+AXPY_VARIANT(base, ISA_TARGET_BASE, 4, 2, 4)
 
 void axpy_rows_with(isa_level level, const float *rows, long ldr, const float *a, long lda, int len0, int step,
                     int nt, int cols, float *out, long ldo) {
-#ifdef AXPY_X86
+#ifdef ISA_X86
     if (level == ISA_AVX512) {
         axpy_rows_avx512(rows, ldr, a, lda, len0, step, nt, cols, out, ldo);
         return;

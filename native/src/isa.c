@@ -6,7 +6,7 @@
 #include <string.h>
 
 int isa_supported(isa_level level) {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#ifdef ISA_X86
     if (level == ISA_AVX512)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     if (level == ISA_AVX2)

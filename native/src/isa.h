@@ -8,6 +8,16 @@
 
 typedef enum { ISA_BASE, ISA_AVX2, ISA_AVX512 } isa_level;
 
+/* What a variant of each level may be compiled with: the instructions isa_supported checks
+ * for. ISA_X86 is defined where the AVX2 and AVX-512 variants exist at all (GCC on x86-64);
+ * elsewhere only the baseline is built. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ISA_X86 1
+#define ISA_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
+#define ISA_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#endif
+#define ISA_TARGET_BASE
+
 /* Whether this CPU (and its OS) runs level. */
 int isa_supported(isa_level level);
 

@@ -171,13 +171,6 @@ static void head_outputs(const heads_job *j, int h) {
  * 16x slower there than built for AVX-512 (8 heads of 128, one token: 259 against 16 us). */
 #define STATE_VECS 4
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define STATE_X86 1
-#define TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
-#define TARGET_AVX2 __attribute__((target("avx2,fma")))
-#endif
-#define TARGET_BASE
-
 /* Unaligned moves (macros: a function returning the vector would change the ABI of the
  * baseline variant). */
 #define STATE_LOAD(v, p) memcpy(&(v), (p), sizeof(v))
@@ -268,11 +261,11 @@ static void head_outputs(const heads_job *j, int h) {
     }
 
 /* 16 floats a vector for AVX-512, 8 for AVX2, 4 for the baseline (SSE). */
-#ifdef STATE_X86
-STATE_PASSES(avx512, TARGET_AVX512, 16)
-STATE_PASSES(avx2, TARGET_AVX2, 8)
+#ifdef ISA_X86
+STATE_PASSES(avx512, ISA_TARGET_AVX512, 16)
+STATE_PASSES(avx2, ISA_TARGET_AVX2, 8)
 #endif
-STATE_PASSES(base, TARGET_BASE, 4)
+STATE_PASSES(base, ISA_TARGET_BASE, 4)
 
 static void run_heads(void *arg, int h0, int h1) {
     const heads_job *j = arg;
@@ -280,7 +273,7 @@ static void run_heads(void *arg, int h0, int h1) {
     (void)level; /* one variant only off x86 */
     for (int h = h0; h < h1; h++) {
         head_inputs(j, h);
-#ifdef STATE_X86
+#ifdef ISA_X86
         if (level == ISA_AVX512)
             recurrence_avx512(j, h);
         else if (level == ISA_AVX2)

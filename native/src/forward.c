@@ -177,13 +177,48 @@ static void site_inputs(const residuals *r, const float *query, const float *gam
     threads_run(pool, r->n - first, SITE_GRAIN, site_tokens, &job);
 }
 
-static void bank(residuals *r) {
+/* Tokens [t0, t1) of the block sum P banked as block n_banked, with its sum of squares. */
+static void bank_tokens(void *arg, int t0, int t1) {
+    const residuals *r = arg;
     const int d = r->d, nb = max_blocks(r->m);
-    for (int t = 0; t < r->n; t++) {
+    for (int t = t0; t < t1; t++) {
         memcpy(r->R + ((long)t * nb + r->n_banked) * d, r->P + (long)t * d, sizeof(float) * d);
         r->squares[(long)t * nb + r->n_banked] = ops_sum_squares(r->P + (long)t * d, d);
     }
+}
+
+static void bank(residuals *r, threads *pool) {
+    threads_run(pool, r->n, SITE_GRAIN, bank_tokens, r);
     r->n_banked++;
+}
+
+/* A sublayer's output a added to the block sum P (or starting it, at a block's first
+ * layer), token by token. The steps between products run on every thread like the
+ * products: on one thread alone (the other waiting) they were a few percent of a 2-thread
+ * prefill, reading rows that both threads had just written. */
+typedef struct {
+    residuals *r;
+    const float *a;
+    int replace;
+} absorb_job;
+
+static void absorb_tokens(void *arg, int t0, int t1) {
+    const absorb_job *j = arg;
+    const int d = j->r->d;
+    float *P = j->r->P + (long)t0 * d;
+    const float *a = j->a + (long)t0 * d;
+    const long count = (long)(t1 - t0) * d;
+    if (j->replace) {
+        memcpy(P, a, sizeof(float) * (size_t)count);
+        return;
+    }
+    for (long i = 0; i < count; i++)
+        P[i] += a[i];
+}
+
+static void absorb(residuals *r, const float *a, int replace, threads *pool) {
+    absorb_job job = {r, a, replace};
+    threads_run(pool, r->n, SITE_GRAIN, absorb_tokens, &job);
 }
 
 static void embed_row(const kernels_matrix *e, int32_t id, float *out) {
@@ -276,15 +311,11 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
         site_inputs(&r, m->attn_res_block == 0 || r.n_banked == 0 ? NULL : ly->attn_res_query, ly->input_norm, 0, h,
                     x, pool);
         if (block_start)
-            bank(&r); /* the RAW block sum, not h; the new block's sum starts from nothing */
+            bank(&r, pool); /* the RAW block sum, not h; the new block's sum starts from nothing */
         observe(st, &m->layers[l], K3_SITE_ATTN_INPUT, l, start, n, d, h, NULL);
         token_mixer(m, ly, st, start, x, n, a, mix_scratch, impl, pool);
         observe(st, &m->layers[l], K3_SITE_ATTN_OUTPUT, l, start, n, d, a, NULL);
-        if (block_start)
-            memcpy(r.P, a, sizeof(float) * nd);
-        else
-            for (long i = 0; i < nd; i++)
-                r.P[i] += a[i];
+        absorb(&r, a, block_start, pool);
         /* FFN site: sees this layer's attention output. */
         site_inputs(&r, m->attn_res_block == 0 ? NULL : ly->mlp_res_query, ly->post_norm, 0, h, x, pool);
         observe(st, &m->layers[l], K3_SITE_FFN_INPUT, l, start, n, d, h, NULL);
@@ -306,8 +337,7 @@ static k3_status run_layers(const model *m, forward_state *st, int start, const 
         /* Not ly: a streamed layer's slot is released above, and the ring may refill it. */
         if (m->layers[l].is_moe)
             observe(st, &m->layers[l], K3_SITE_ROUTING, l, start, n, m->moe.top_k, NULL, selected);
-        for (long i = 0; i < nd; i++)
-            r.P[i] += a[i];
+        absorb(&r, a, 0, pool);
     }
 
     if (!logits || first_out >= n)

@@ -117,11 +117,20 @@ static void run_chunks(threads *p, int self) {
     }
 }
 
+/* Set while this thread runs chunks of a pool's loop (threads_in_shared_loop). */
+static _Thread_local int in_shared_loop;
+
+int threads_in_shared_loop(void) {
+    return in_shared_loop;
+}
+
 /* run_chunks, catching a fault on the shards: it is recorded (the first one) and ends the
  * loop's work for everyone. */
 static void run_chunks_caught(threads *p, int self) {
     fault_point pt;
+    in_shared_loop = 1;
     if (FAULT_CATCH(&pt)) {
+        in_shared_loop = 0;
         uintptr_t none = 0;
         atomic_compare_exchange_strong(&p->fault_addr, &none, (uintptr_t)pt.addr);
         for (int b = 0; b < p->n_threads; b++)
@@ -130,6 +139,7 @@ static void run_chunks_caught(threads *p, int self) {
     }
     run_chunks(p, self);
     fault_disarm(&pt);
+    in_shared_loop = 0;
 }
 
 /* After a loop no worker is inside: a fault met in it goes on to the caller's point. */

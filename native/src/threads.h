@@ -27,4 +27,9 @@ int threads_count(const threads *pool);
  * every worker has left it, the fault goes to the calling thread's recovery point. */
 void threads_run(threads *pool, int n_items, int grain, threads_fn fn, void *arg);
 
+/* 1 while the calling thread runs a chunk of a loop that more than one thread takes part
+ * in, else 0: what it writes there is likely read next by another core (kernels_avx512.c
+ * writes such outputs a row at a time). */
+int threads_in_shared_loop(void);
+
 #endif

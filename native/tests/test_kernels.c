@@ -7,6 +7,7 @@
 #include "dtype.h"
 #include "harness.h"
 #include "kernels.h"
+#include "threads.h"
 
 /* Deterministic pseudo-random numbers in [-1, 1). */
 static float rnd(unsigned *s) {
@@ -173,6 +174,49 @@ TEST(matmul_is_bit_identical_across_batch_sizes_and_thread_counts) {
             free_matrix(&w);
         }
     }
+    threads_free(pool2);
+}
+
+typedef struct {
+    const kernels_impl *impl;
+    const kernels_matrix *w;
+    const float *x;
+    int n;
+    float *y;
+} whole_product_job;
+
+static void whole_product(void *arg, int begin, int end) {
+    const whole_product_job *j = arg;
+    if (begin == 0 && end > 0)
+        kernels_matmul(j->impl, j->w, j->x, j->w->cols, j->n, j->y, j->w->rows, NULL);
+}
+
+/* An MXFP4 batch computed as one task of a loop that two threads share (as a routed
+ * expert's products are) has the bits it has outside any loop; the AVX-512 kernel then
+ * stages its outputs (kernels_avx512.c). 2,500 rows: two whole blocks of staged rows and a
+ * partial one; 13 tokens: whole token tiles and a lone token. Outputs start as NaN, so a
+ * value left unwritten cannot pass. */
+TEST(mxfp4_batches_in_a_shared_loop_equal_those_outside) {
+    threads *pool2 = NULL;
+    CHECK(threads_new(2, &pool2, NULL) == K3_OK);
+    const kernels_impl *impls[4] = {&kernels_scalar, kernels_avx2(), kernels_avx512(), kernels_amx()};
+    const int rows = 2500, cols = 224, n = 13;
+    test_matrix w = make_matrix(KERNELS_MXFP4, rows, cols, 61u);
+    float *x = make_input(n, cols, 67u);
+    float *want = malloc(sizeof(float) * n * rows), *got = malloc(sizeof(float) * n * rows);
+    for (int i = 0; i < 4; i++) {
+        if (!impls[i])
+            continue;
+        kernels_matmul(impls[i], &w.m, x, cols, n, want, rows, NULL);
+        memset(got, 0xff, sizeof(float) * n * rows);
+        whole_product_job job = {impls[i], &w.m, x, n, got};
+        threads_run(pool2, 2, 1, whole_product, &job);
+        CHECK(memcmp(want, got, sizeof(float) * n * rows) == 0);
+    }
+    free(x);
+    free(want);
+    free(got);
+    free_matrix(&w);
     threads_free(pool2);
 }
 

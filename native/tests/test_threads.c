@@ -58,3 +58,33 @@ TEST(threads_run_wakes_sleeping_workers_and_never_waits_for_them) {
     }
     threads_free(pool);
 }
+
+typedef struct {
+    atomic_int inside, outside;
+} shared_job;
+
+static void note_shared(void *arg, int begin, int end) {
+    shared_job *j = arg;
+    for (int i = begin; i < end; i++)
+        atomic_fetch_add(threads_in_shared_loop() ? &j->inside : &j->outside, 1);
+}
+
+/* Chunks of a loop of a pool of two report that they share it, on the caller and the
+ * worker alike; a loop run inline (one thread, or one chunk) and the code around a loop
+ * report that they do not. */
+TEST(threads_in_shared_loop_is_set_only_inside_a_shared_loop) {
+    threads *one = NULL, *two = NULL;
+    CHECK(threads_new(1, &one, NULL) == K3_OK);
+    CHECK(threads_new(2, &two, NULL) == K3_OK);
+    shared_job job = {0, 0};
+    threads_run(two, 64, 1, note_shared, &job);
+    CHECK(atomic_load(&job.inside) == 64 && atomic_load(&job.outside) == 0);
+    CHECK(!threads_in_shared_loop());
+    shared_job alone = {0, 0};
+    threads_run(one, 64, 1, note_shared, &alone);
+    threads_run(two, 8, 8, note_shared, &alone);
+    threads_run(NULL, 8, 1, note_shared, &alone);
+    CHECK(atomic_load(&alone.inside) == 0 && atomic_load(&alone.outside) == 80);
+    threads_free(one);
+    threads_free(two);
+}

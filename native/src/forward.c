@@ -193,9 +193,9 @@ static void bank(residuals *r, threads *pool) {
 }
 
 /* A sublayer's output a added to the block sum P (or starting it, at a block's first
- * layer), token by token. The steps between products run on every thread like the
- * products: on one thread alone (the other waiting) they were a few percent of a 2-thread
- * prefill, reading rows that both threads had just written. */
+ * layer), token by token. Like banking, on every thread: on the caller alone the other
+ * thread waited while it read rows both had just written (2-thread prefill of `small` and
+ * `medium` with both steps split: 0.99x the time). */
 typedef struct {
     residuals *r;
     const float *a;
